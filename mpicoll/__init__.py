@@ -1,0 +1,7 @@
+"""mpicoll: allreduce built from MPI point-to-point calls — ring, tree, hybrid — measured against MPI's own."""
+
+from .api import Request, allreduce, choose_algorithm, iallreduce
+from .api import algorithms_available as algorithms
+
+__version__ = "0.1.0"
+__all__ = ["allreduce", "iallreduce", "algorithms", "choose_algorithm", "Request", "__version__"]

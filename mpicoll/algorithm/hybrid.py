@@ -1,0 +1,40 @@
+"""Hierarchical allreduce: inside each node, then between nodes, then inside each node again.
+
+With equal nodes of L ranks (Horovod's hierarchical shape): a ring reduce-scatter inside the
+node leaves local rank j owning chunk j; the L rings of same-local-rank peers (one per j) run an
+allreduce of their chunk across nodes at the same time; a ring allgather inside the node
+spreads the result. Inter-node traffic per rank is 2(N-1)/N · n/L, spread over all L ranks.
+
+Nodes of unequal size have no common local ranks, so they fall back to node leaders: a tree
+reduce to each node's first rank, a ring allreduce among leaders, a tree broadcast inside each
+node. The result is the same bits on every rank either way.
+"""
+
+from __future__ import annotations
+
+from ..schedule import Builder, split
+from . import ring, tree
+
+NAME = "hybrid"
+
+
+def plan(topo, count: int, options) -> Builder:
+    b = Builder()
+    node = next(n for n in topo.nodes if topo.rank in n)
+    me = node.index(topo.rank)
+    if len({len(n) for n in topo.nodes}) == 1:
+        chunks = split(0, count, len(node))
+        ring.reduce_scatter(b, node, me, chunks, "send")
+        peers = [n[me] for n in topo.nodes]
+        src = "recv" if len(node) > 1 else "send"
+        ring.allreduce(b, peers, topo.nodes.index(node), *chunks[me], src)
+        ring.allgather(b, node, me, chunks)
+    else:
+        segment = options.segment(count)
+        tree.reduce(b, node, me, 0, count, "send", segment)
+        if me == 0:
+            leaders = [n[0] for n in topo.nodes]
+            src = "recv" if len(node) > 1 else "send"
+            ring.allreduce(b, leaders, leaders.index(topo.rank), 0, count, src)
+        tree.bcast(b, node, me, 0, count, segment)
+    return b

@@ -1,0 +1,85 @@
+"""Per-communicator state: a private duplicate, the node layout, cached plans and message tags.
+
+It is cached on the user's communicator as an MPI attribute, so it lives exactly as long as
+that communicator and is freed with it. Using a duplicate keeps our messages apart from the
+user's own traffic on the same communicator.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from mpi4py import MPI
+
+from . import algorithm, topology
+from .schedule import Schedule
+
+__all__ = ["Context", "Plan", "of"]
+
+
+class Plan:
+    """A schedule for one (count, dtype size, options) plus reusable scratch buffers."""
+
+    def __init__(self, schedule: Schedule):
+        self.schedule = schedule
+        self._spare: list[np.ndarray] = []
+
+    def take_tmp(self, dtype: np.dtype) -> np.ndarray:
+        """Scratch for one execution; several in flight at once each get their own."""
+        for i, tmp in enumerate(self._spare):
+            if tmp.dtype == dtype:
+                return self._spare.pop(i)
+        return np.empty(self.schedule.tmp_count, dtype)
+
+    def give_back(self, tmp: np.ndarray) -> None:
+        self._spare.append(tmp)
+
+
+class Context:
+    def __init__(self, comm: MPI.Comm):
+        self.comm = comm.Dup()
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self._topology = None
+        self._plans: dict[tuple, Plan] = {}
+        self._tags = itertools.count()
+        self._tag_ub = self.comm.Get_attr(MPI.TAG_UB)
+
+    @property
+    def topology(self) -> algorithm.Topology:
+        if self._topology is None:  # collective, once; every rank reaches it on its first call
+            nodes = topology.node_groups(self.comm)
+            self._topology = algorithm.Topology(self.rank, self.size, nodes)
+        return self._topology
+
+    def plan(self, name: str, count: int, options: algorithm.Options) -> Plan:
+        key = (name, count, options)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = Plan(algorithm.plan(name, self.topology, count, options))
+        return plan
+
+    def next_tag(self) -> int:
+        """A fresh tag per collective: every rank starts collectives in the same order."""
+        return next(self._tags) % self._tag_ub
+
+    def free(self) -> None:
+        if not MPI.Is_finalized():
+            self.comm.Free()
+
+
+def _delete(comm, keyval, ctx):
+    ctx.free()
+
+
+_KEYVAL = MPI.Comm.Create_keyval(delete_fn=_delete)
+
+
+def of(comm: MPI.Comm) -> Context:
+    """The context of ``comm``, created (collectively) on first use."""
+    ctx = comm.Get_attr(_KEYVAL)
+    if ctx is None:
+        ctx = Context(comm)
+        comm.Set_attr(_KEYVAL, ctx)
+    return ctx

@@ -1,0 +1,122 @@
+"""Schedules: what one rank does in an allreduce, as rounds of transfers and local steps.
+
+A schedule names buffer regions, never arrays, so one plan serves every call with the same
+(communicator, count, dtype, op, algorithm): the engine binds it to the caller's buffers.
+Three buffers exist: ``send`` (this rank's contribution, never written unless it is also
+``recv``), ``recv`` (the result) and ``tmp`` (scratch, ``Schedule.tmp_count`` elements).
+
+A round posts all its receives and sends, waits for them, then runs its local steps in
+order. Rounds are the unit the engine advances, which is what lets a nonblocking request
+progress the same schedule the blocking call runs to completion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+__all__ = ["Region", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "Builder", "split"]
+
+BufferName = Literal["send", "recv", "tmp"]
+
+
+@dataclass(frozen=True)
+class Region:
+    """Elements ``[start, stop)`` of one of the three buffers."""
+
+    buf: BufferName
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Send:
+    peer: int
+    region: Region
+
+
+@dataclass(frozen=True)
+class Recv:
+    peer: int
+    region: Region
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """``dst = left op right``: operand order is kept, so lower ranks' data can stay on the left."""
+
+    dst: Region
+    left: Region
+    right: Region
+
+
+@dataclass(frozen=True)
+class Copy:
+    dst: Region
+    src: Region
+
+
+Transfer = Union[Send, Recv]
+Local = Union[Reduce, Copy]
+
+
+@dataclass(frozen=True)
+class Round:
+    transfers: tuple[Transfer, ...]
+    local: tuple[Local, ...]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    algorithm: str
+    count: int
+    rounds: tuple[Round, ...]
+    tmp_count: int
+
+    @property
+    def messages(self) -> int:
+        """Messages this rank sends."""
+        return sum(isinstance(t, Send) for r in self.rounds for t in r.transfers)
+
+    @property
+    def elements_sent(self) -> int:
+        return sum(len(t.region) for r in self.rounds for t in r.transfers if isinstance(t, Send))
+
+
+@dataclass
+class Builder:
+    """Collects rounds; algorithms append to it, phase after phase."""
+
+    rounds: list[Round] = field(default_factory=list)
+    tmp_count: int = 0
+
+    def round(self, transfers=(), local=()) -> None:
+        """Append a round, dropping empty transfers and steps (count < p gives empty chunks)."""
+        transfers = tuple(t for t in transfers if len(t.region))
+        local = tuple(s for s in local if len(s.dst))
+        if transfers or local:
+            self.rounds.append(Round(transfers, local))
+
+    def tmp(self, count: int) -> None:
+        """Reserve ``count`` elements of scratch (phases run one after another and share it)."""
+        self.tmp_count = max(self.tmp_count, count)
+
+    def build(self, algorithm: str, count: int) -> Schedule:
+        return Schedule(algorithm, count, tuple(self.rounds), self.tmp_count)
+
+
+def split(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
+    """Cut ``[start, stop)`` into ``parts`` contiguous pieces whose sizes differ by at most one.
+
+    The remainder goes one element each to the first pieces, never all to one rank.
+    """
+    size, extra = divmod(stop - start, parts)
+    bounds, lo = [], start
+    for i in range(parts):
+        hi = lo + size + (i < extra)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds

@@ -1,0 +1,39 @@
+"""Which ranks share a node: from MPI's shared-memory split, or emulated with an environment variable."""
+
+from __future__ import annotations
+
+import os
+
+from mpi4py import MPI
+
+__all__ = ["node_groups", "RANKS_PER_NODE_ENV"]
+
+RANKS_PER_NODE_ENV = "MPICOLL_RANKS_PER_NODE"
+
+
+def node_groups(comm: MPI.Comm) -> tuple[tuple[int, ...], ...]:
+    """Ranks of ``comm`` grouped by node, groups ordered by their lowest rank. Collective.
+
+    ``MPICOLL_RANKS_PER_NODE=k`` puts ranks 0..k-1 on node 0, k..2k-1 on node 1 and so on, so
+    one machine can stand in for several nodes in tests and benchmarks.
+    """
+    size = comm.Get_size()
+    per_node = os.environ.get(RANKS_PER_NODE_ENV)
+    if per_node is not None:
+        try:
+            k = int(per_node)
+        except ValueError:
+            k = 0
+        if k < 1:
+            raise ValueError(f"{RANKS_PER_NODE_ENV}={per_node!r}: expected a positive integer")
+        return tuple(tuple(range(lo, min(lo + k, size))) for lo in range(0, size, k))
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        leader = local.bcast(comm.Get_rank(), root=0)
+    finally:
+        local.Free()
+    leaders = comm.allgather(leader)
+    groups: dict[int, list[int]] = {}
+    for rank, lead in enumerate(leaders):
+        groups.setdefault(lead, []).append(rank)
+    return tuple(tuple(g) for g in sorted(groups.values()))

@@ -1,0 +1,217 @@
+"""Cases run on every rank under mpiexec (see tests/test_allreduce.py).
+
+Every test makes the same collective calls on every rank and asserts only afterwards, so a
+failing assertion on one rank never leaves the others waiting. Data are small integers (or
+powers of two for products), which every reduction order sums exactly: results must then equal
+MPI's own Allreduce exactly, and be the same bits on every rank.
+"""
+
+import hashlib
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+
+WORLD = MPI.COMM_WORLD
+ALGORITHMS = ["ring", "tree", "hybrid", "auto"]
+OPS = ["sum", "prod", "min", "max"]
+DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
+          "f2", "f4", "f8", "g", "c8", "c16", "G"]
+MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
+
+
+def sizes(p):
+    return sorted({0, 1, max(p - 1, 0), p, p + 1, 2 * p + 1, 13, 97, 1000})
+
+
+def data(comm, count, dtype, op, seed=0):
+    """This rank's input: values whose reduction is exact in any order."""
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng([comm.Get_rank(), count, seed])
+    if op == "prod":
+        values = rng.choice([1, 2] if dtype.kind == "u" else [1, 2, -1], size=count)
+    else:
+        lo = 0 if dtype.kind == "u" else -3
+        values = rng.integers(lo, 4, size=count)
+    x = values.astype(dtype)
+    if dtype.kind == "c" and op != "prod":
+        x = x + 1j * rng.integers(-3, 4, size=count).astype(dtype)
+    return x
+
+
+def native(comm, x, op):
+    ref = np.empty_like(x)
+    comm.Allreduce(x, ref, op=MPI_OPS[op])
+    return ref
+
+
+def value_bytes(arr):
+    """The bytes that hold the values: x87 long doubles carry 6 bytes of undefined padding."""
+    raw = np.ascontiguousarray(arr).view(np.uint8)
+    if arr.dtype.kind in "fc" and np.dtype(arr.dtype.char.lower()).itemsize == 16 \
+            and np.finfo(np.longdouble).nmant == 63:
+        raw = raw.reshape(-1, 16)[:, :10]
+    return raw.tobytes()
+
+
+def same_on_all_ranks(comm, arr):
+    digests = comm.allgather(hashlib.sha256(value_bytes(arr)).hexdigest())
+    return len(set(digests)) == 1
+
+
+def assert_everywhere(comm, ok, message):
+    """Raise on every rank if the check failed on any, so all ranks leave the test together."""
+    failed = [rank for rank, good in enumerate(comm.allgather(bool(ok))) if not good]
+    assert not failed, f"{message} (on ranks {failed})"
+
+
+def check(comm, x, op, algorithm, inplace=False):
+    """Run mpicoll and MPI on the same input; return (mpicoll's result, MPI's, bitwise-same?)."""
+    ref = native(comm, x, op)
+    before = x.copy()
+    if inplace:
+        out = x
+        result = mpicoll.allreduce(x, x, op=op, algorithm=algorithm, comm=comm)
+    else:
+        out = np.full_like(x, 7)
+        result = mpicoll.allreduce(x, out, op=op, algorithm=algorithm, comm=comm)
+        assert_everywhere(comm, value_bytes(x) == value_bytes(before), "sendbuf was modified")
+    agree = same_on_all_ranks(comm, out)
+    assert_everywhere(comm, result is out and out.shape == x.shape and out.dtype == x.dtype,
+                      "result is not recvbuf, or shape/dtype changed")
+    return comm, out, ref, agree
+
+
+def assert_exact(comm, out, ref, agree):
+    """Same bits on every rank, and the same values as MPI (+0 == -0: the sign of a complex
+    product's zero imaginary part depends on the order of the factors)."""
+    assert agree, "ranks ended with different bits"
+    assert_everywhere(comm, np.array_equal(out, ref),
+                      f"differs from MPI_Allreduce:\n{out.ravel()[:8]}\n{ref.ravel()[:8]}")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_dtype_op(algorithm, dtype, op):
+    if np.dtype(dtype).kind == "c" and op in ("min", "max"):
+        pytest.skip("min/max of complex numbers are undefined (an error; see test_bad_input)")
+    p = WORLD.Get_size()
+    for count in (1, p + 1, 97):
+        assert_exact(*check(WORLD, data(WORLD, count, dtype, op), op, algorithm))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("inplace", [False, True], ids=["out-of-place", "in-place"])
+@pytest.mark.parametrize("dtype", ["i4", "f8"])
+def test_sizes(algorithm, inplace, dtype):
+    for count in sizes(WORLD.Get_size()) + [1_000_003]:
+        assert_exact(*check(WORLD, data(WORLD, count, dtype, "sum"), "sum", algorithm, inplace))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_shapes_kept(algorithm):
+    for shape in [(), (3, 5), (2, 0, 4), (4, 3, 2)]:
+        x = data(WORLD, int(np.prod(shape)), "f4", "sum").reshape(shape)
+        assert_exact(*check(WORLD, x, "sum", algorithm))
+
+
+def communicators():
+    """COMM_SELF, a duplicate, and sub-communicators: halves, and one with ranks reversed."""
+    rank = WORLD.Get_rank()
+    yield "self", MPI.COMM_SELF
+    yield "dup", WORLD.Dup()
+    yield "halves", WORLD.Split(rank % 2, rank)
+    yield "reversed", WORLD.Split(0, -rank)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_communicators(algorithm):
+    for name, comm in communicators():
+        for count in (0, comm.Get_size() + 1, 1000):
+            for op in ("sum", "max"):
+                assert_exact(*check(comm, data(comm, count, "i8", op, seed=5), op, algorithm))
+        if comm != MPI.COMM_SELF:
+            comm.Free()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+def test_random_floats_close_to_native(algorithm, dtype):
+    """Arbitrary floats: order changes rounding, so close to MPI, but identical across ranks."""
+    rng = np.random.default_rng(WORLD.Get_rank())
+    x = rng.standard_normal(10_007).astype(dtype)
+    _, out, ref, agree = check(WORLD, x, "sum", algorithm)
+    assert agree, "ranks ended with different bits"
+    tol = 1e-5 if dtype == "f4" else 1e-12
+    assert_everywhere(WORLD, np.allclose(out, ref, rtol=tol, atol=tol * WORLD.Get_size()),
+                      "too far from MPI_Allreduce")
+
+
+@pytest.mark.parametrize("algorithm", ["tree", "hybrid"])
+def test_many_tree_segments(algorithm, monkeypatch):
+    """A 40-byte segment forces hundreds of pipelined rounds (and odd last segments)."""
+    monkeypatch.setenv("MPICOLL_TREE_SEGMENT", "40")
+    for count in (1, 5, 999):
+        assert_exact(*check(WORLD, data(WORLD, count, "f8", "sum"), "sum", algorithm))
+
+
+def test_mpi_op_objects_and_names_agree():
+    x = data(WORLD, 50, "i4", "sum")
+    by_name = mpicoll.allreduce(x, op="max")
+    by_op = mpicoll.allreduce(x, op=MPI.MAX)
+    assert np.array_equal(by_name, by_op)
+    assert np.array_equal(by_name, native(WORLD, x, "max"))
+
+
+def test_several_requests_in_flight():
+    """Nonblocking calls on one communicator use distinct tags: no crosstalk."""
+    p = WORLD.Get_size()
+    xs = [data(WORLD, n, "i8", "sum", seed=n) for n in (1, p + 1, 5000, 3)]
+    reqs = [mpicoll.iallreduce(x, algorithm=a) for x, a in zip(xs, ["ring", "tree", "ring", "hybrid"])]
+    while not all([r.test() for r in reqs]):
+        pass
+    outs = [r.wait() for r in reqs]
+    refs = [native(WORLD, x, "sum") for x in xs]
+    for out, ref in zip(outs, refs):
+        assert np.array_equal(out, ref)
+
+
+def test_auto_names_what_it_ran():
+    chosen, ran = [], []
+    for x in (np.ones(4, "f4"), np.ones(1 << 20, "f4")):
+        chosen.append(mpicoll.choose_algorithm(x))
+        request = mpicoll.iallreduce(x)
+        request.wait()
+        ran.append(request.algorithm)
+    assert chosen == ran
+    assert set(ran) <= set(mpicoll.algorithms()) - {"auto"}
+
+
+BAD_INPUTS = [
+    ("list", lambda x: dict(sendbuf=list(x)), TypeError),
+    ("non-contiguous", lambda x: dict(sendbuf=x[::2]), ValueError),
+    ("shape mismatch", lambda x: dict(sendbuf=x, recvbuf=np.empty(x.size + 1, x.dtype)), ValueError),
+    ("dtype mismatch", lambda x: dict(sendbuf=x, recvbuf=np.empty(x.size, "f8")), ValueError),
+    ("read-only recvbuf", lambda x: dict(sendbuf=x, recvbuf=np.broadcast_to(x, x.shape)), ValueError),
+    ("overlap", lambda x: dict(sendbuf=x[:-1], recvbuf=x[1:]), ValueError),
+    ("unknown algorithm", lambda x: dict(sendbuf=x, algorithm="butterfly"), ValueError),
+    ("unknown op", lambda x: dict(sendbuf=x, op="xor"), ValueError),
+    ("unsupported MPI.Op", lambda x: dict(sendbuf=x, op=MPI.BXOR), ValueError),
+    ("complex max", lambda x: dict(sendbuf=x.astype("c16"), op="max"), TypeError),
+    ("bool", lambda x: dict(sendbuf=x > 0, op="sum"), TypeError),
+    ("object", lambda x: dict(sendbuf=x.astype(object)), TypeError),
+    ("codec", lambda x: dict(sendbuf=x, codec="fp16"), ValueError),
+    ("intercomm-like", lambda x: dict(sendbuf=x, comm="world"), TypeError),
+]
+
+
+@pytest.mark.parametrize("case, make, error", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_before_sending(case, make, error):
+    """Every rank raises; afterwards a normal call still matches up, so nothing was sent."""
+    x = np.arange(10, dtype="f4")
+    with pytest.raises(error):
+        mpicoll.allreduce(**make(x))
+    assert np.array_equal(mpicoll.allreduce(x), native(WORLD, x, "sum"))
