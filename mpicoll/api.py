@@ -7,7 +7,7 @@ import os
 import numpy as np
 from mpi4py import MPI
 
-from . import algorithm, context, ops
+from . import algorithm, context, ops, timing
 from .algorithm import select
 from .engine import Execution
 
@@ -78,8 +78,12 @@ def iallreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, 
         algorithm = select.choose(send.nbytes, ctx.topology)
     plan = ctx.plan(algorithm, send.size, _options(send.dtype))
     tmp = plan.take_tmp(send.dtype)
+    recorder = timing.active()
+    record = None if recorder is None else recorder.start(
+        rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.topology.nodes), op=op.name,
+        algorithm=algorithm, codec="", dtype=send.dtype.name, count=send.size, nbytes=send.nbytes)
     execution = Execution(plan.schedule, op, ctx.comm, ctx.next_tag(),
-                          send.reshape(-1), recv.reshape(-1), tmp)
+                          send.reshape(-1), recv.reshape(-1), tmp, record)
     request = Request(execution, plan, tmp, recv)
     request.test()  # start the first round now
     return request

@@ -7,6 +7,7 @@ from mpi4py import MPI
 
 from .ops import Op
 from .schedule import Copy, Reduce, Region, Round, Schedule, Send
+from .timing import Record
 
 __all__ = ["Execution"]
 
@@ -20,8 +21,10 @@ class Execution:
     """
 
     def __init__(self, schedule: Schedule, op: Op, comm: MPI.Comm, tag: int,
-                 send: np.ndarray, recv: np.ndarray, tmp: np.ndarray):
+                 send: np.ndarray, recv: np.ndarray, tmp: np.ndarray, record: Record | None = None):
         self.schedule = schedule
+        self._record = record  # timing: phases are filled in as rounds finish
+        self._mark = record.t0 if record is not None else 0.0  # end of the last timed round
         self._op = op
         self._comm = comm
         self._tag = tag
@@ -30,6 +33,8 @@ class Execution:
         self._itemsize = recv.itemsize
         self._next = 0          # index of the next round to start
         self._pending = None    # requests of the round in flight
+        if not schedule.rounds:
+            self._finished()
 
     @property
     def done(self) -> bool:
@@ -73,6 +78,17 @@ class Execution:
                     self._op.kernel(view(step.left), view(step.right), out=view(step.dst))
                 elif isinstance(step, Copy):
                     np.copyto(view(step.dst), view(step.src))
+        if self._record is not None:
+            # A phase is charged from the end of the previous round to the end of its own.
+            now, phases = MPI.Wtime(), self._record.phases
+            phases[rnd.phase] = phases.get(rnd.phase, 0.0) + now - self._mark
+            self._mark = now
+        if self._next == len(self.schedule.rounds):
+            self._finished()
+
+    def _finished(self) -> None:
+        if self._record is not None:
+            self._record.t1 = self._mark if self.schedule.rounds else MPI.Wtime()
 
     def _view(self, r: Region) -> np.ndarray:
         return self._arrays[r.buf][r.start:r.stop]

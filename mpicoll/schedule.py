@@ -12,8 +12,9 @@ progress the same schedule the blocking call runs to completion.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Iterator, Literal, Union
 
 __all__ = ["Region", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "Builder", "split"]
 
@@ -67,6 +68,7 @@ Local = Union[Reduce, Copy]
 class Round:
     transfers: tuple[Transfer, ...]
     local: tuple[Local, ...]
+    phase: str = ""  # e.g. "reduce-scatter" or "inter-node/allgather", for timing records
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,11 @@ class Schedule:
     count: int
     rounds: tuple[Round, ...]
     tmp_count: int
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """Phase labels in the order they run."""
+        return tuple(dict.fromkeys(r.phase for r in self.rounds))
 
     @property
     def messages(self) -> int:
@@ -92,13 +99,23 @@ class Builder:
 
     rounds: list[Round] = field(default_factory=list)
     tmp_count: int = 0
+    _phases: list[str] = field(default_factory=list)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Label the rounds appended inside; nested labels join with "/"."""
+        self._phases.append(name)
+        try:
+            yield
+        finally:
+            self._phases.pop()
 
     def round(self, transfers=(), local=()) -> None:
         """Append a round, dropping empty transfers and steps (count < p gives empty chunks)."""
         transfers = tuple(t for t in transfers if len(t.region))
         local = tuple(s for s in local if len(s.dst))
         if transfers or local:
-            self.rounds.append(Round(transfers, local))
+            self.rounds.append(Round(transfers, local, "/".join(self._phases)))
 
     def tmp(self, count: int) -> None:
         """Reserve ``count`` elements of scratch (phases run one after another and share it)."""

@@ -24,17 +24,23 @@ def plan(topo, count: int, options) -> Builder:
     me = node.index(topo.rank)
     if len({len(n) for n in topo.nodes}) == 1:
         chunks = split(0, count, len(node))
-        ring.reduce_scatter(b, node, me, chunks, "send")
+        with b.phase("node"):
+            ring.reduce_scatter(b, node, me, chunks, "send")
         peers = [n[me] for n in topo.nodes]
         src = "recv" if len(node) > 1 else "send"
-        ring.allreduce(b, peers, topo.nodes.index(node), *chunks[me], src)
-        ring.allgather(b, node, me, chunks)
+        with b.phase("inter-node"):
+            ring.allreduce(b, peers, topo.nodes.index(node), *chunks[me], src)
+        with b.phase("node"):
+            ring.allgather(b, node, me, chunks)
     else:
         segment = options.segment(count)
-        tree.reduce(b, node, me, 0, count, "send", segment)
+        with b.phase("node/reduce"):
+            tree.reduce(b, node, me, 0, count, "send", segment)
         if me == 0:
             leaders = [n[0] for n in topo.nodes]
             src = "recv" if len(node) > 1 else "send"
-            ring.allreduce(b, leaders, leaders.index(topo.rank), 0, count, src)
-        tree.bcast(b, node, me, 0, count, segment)
+            with b.phase("inter-node"):
+                ring.allreduce(b, leaders, leaders.index(topo.rank), 0, count, src)
+        with b.phase("node/bcast"):
+            tree.bcast(b, node, me, 0, count, segment)
     return b

@@ -24,22 +24,24 @@ def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[tuple[int
         return
     right, left = group[(me + 1) % p], group[(me - 1) % p]
     b.tmp(max(hi - lo for lo, hi in chunks))
-    for step in range(p - 1):
-        out, into = chunks[(me - step - 1) % p], chunks[(me - step - 2) % p]
-        scratch = Region("tmp", 0, into[1] - into[0])
-        b.round(
-            transfers=[Recv(left, scratch), Send(right, Region(src if step == 0 else "recv", *out))],
-            local=[Reduce(Region("recv", *into), Region(src, *into), scratch)],
-        )
+    with b.phase("reduce-scatter"):
+        for step in range(p - 1):
+            out, into = chunks[(me - step - 1) % p], chunks[(me - step - 2) % p]
+            scratch = Region("tmp", 0, into[1] - into[0])
+            b.round(
+                transfers=[Recv(left, scratch), Send(right, Region(src if step == 0 else "recv", *out))],
+                local=[Reduce(Region("recv", *into), Region(src, *into), scratch)],
+            )
 
 
 def allgather(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]]) -> None:
     """Pass each member's chunk around the ring, straight into ``recv``."""
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
-    for step in range(p - 1):
-        out, into = chunks[(me - step) % p], chunks[(me - step - 1) % p]
-        b.round(transfers=[Recv(left, Region("recv", *into)), Send(right, Region("recv", *out))])
+    with b.phase("allgather"):
+        for step in range(p - 1):
+            out, into = chunks[(me - step) % p], chunks[(me - step - 1) % p]
+            b.round(transfers=[Recv(left, Region("recv", *into)), Send(right, Region("recv", *out))])
 
 
 def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: str) -> None:

@@ -76,8 +76,10 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
               segment: int) -> None:
     if len(group) == 1 or start == stop:
         return
-    reduce(b, group, me, start, stop, src, segment)
-    bcast(b, group, me, start, stop, segment)
+    with b.phase("reduce"):
+        reduce(b, group, me, start, stop, src, segment)
+    with b.phase("bcast"):
+        bcast(b, group, me, start, stop, segment)
 
 
 def plan(topo, count: int, options) -> Builder:

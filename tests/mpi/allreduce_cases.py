@@ -215,3 +215,21 @@ def test_bad_input_raises_before_sending(case, make, error):
     with pytest.raises(error):
         mpicoll.allreduce(**make(x))
     assert np.array_equal(mpicoll.allreduce(x), native(WORLD, x, "sum"))
+
+
+def test_timing_records_what_ran_without_changing_results():
+    from mpicoll import timing
+    x = data(WORLD, 5000, "f8", "sum")
+    plain = mpicoll.allreduce(x, algorithm="ring")
+    with timing.recording() as rec:
+        timed = mpicoll.allreduce(x, algorithm="ring")
+        mpicoll.allreduce(x[:1], algorithm="auto")
+    assert np.array_equal(plain, timed)
+    ring, auto = rec.records
+    assert (ring.algorithm, ring.count, ring.nbytes, ring.op) == ("ring", 5000, 40000, "sum")
+    assert ring.rank == WORLD.Get_rank() and ring.ranks == WORLD.Get_size()
+    assert auto.algorithm == mpicoll.choose_algorithm(x[:1])
+    assert ring.t1 >= ring.t0
+    if WORLD.Get_size() > 1:
+        assert set(ring.phases) == {"reduce-scatter", "allgather"}
+        assert sum(ring.phases.values()) == pytest.approx(ring.seconds, rel=1e-6, abs=1e-9)

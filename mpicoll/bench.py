@@ -1,0 +1,198 @@
+"""Side-by-side benchmark: mpicoll's algorithms against the MPI library's own Allreduce.
+
+Method (the rules in docs/measuring.md): for each size, every repetition runs native
+``Allreduce`` and each algorithm once, in an order that rotates per repetition, each after a
+barrier; a sample is the slowest rank's time. The figure of merit is the median over
+repetitions of (algorithm time / native time in the same repetition), which survives the drift
+of a shared machine. busbw follows nccl-tests: algbw · 2(p-1)/p. ``#wrong`` counts elements
+that differ from native's result on exact-valued data, so it must be 0.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from . import api, context, ops, timing
+from .progress import Progress
+
+__all__ = ["Settings", "run", "parse_size", "size_range", "ROW_DTYPE", "format_size"]
+
+ROW_DTYPE = np.dtype([
+    ("run", "i4"), ("size", "i8"), ("count", "i8"), ("dtype", "S16"), ("op", "S8"),
+    ("algorithm", "S16"), ("ran", "S16"), ("codec", "S16"), ("ranks", "i4"), ("nodes", "i4"),
+    ("iters", "i4"), ("time_us", "f8"), ("min_us", "f8"), ("max_us", "f8"), ("native_us", "f8"),
+    ("ratio", "f8"), ("algbw", "f8"), ("busbw", "f8"), ("wrong", "i8"),
+])
+NATIVE = "native"
+TARGET_SAMPLE_SECONDS = 2e-3  # small messages repeat inside a sample so that it lasts about this
+
+
+@dataclass
+class Settings:
+    sizes: list[int]
+    algorithms: list[str]
+    dtype: str = "float32"
+    op: str = "sum"
+    iters: int = 15
+    warmup: int = 3
+    check: bool = True
+
+
+def parse_size(text: str) -> int:
+    """'8', '64K', '16M', '1G' (binary multiples) -> bytes."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "")
+    try:
+        value = int(float(number) * units[unit])
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (examples: 8, 64K, 16M)") from None
+    if value < 0:
+        raise ValueError(f"negative size {text!r}")
+    return value
+
+
+def size_range(spec: str, factor: int = 2) -> list[int]:
+    """'MIN:MAX' -> MIN, MIN·factor, ... up to MAX (OSU's -m)."""
+    lo, _, hi = spec.partition(":")
+    lo, hi = parse_size(lo), parse_size(hi or lo)
+    if factor < 2 or lo > hi:
+        raise ValueError(f"bad size range {spec!r} with factor {factor}")
+    sizes, size = [], max(lo, 1)
+    while size <= hi:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def format_size(nbytes: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return str(nbytes)
+
+
+def exact_input(count: int, dtype: np.dtype, op: str, rank: int) -> np.ndarray:
+    """Values every reduction order combines exactly, so the check can demand equality."""
+    i = np.arange(count)
+    if op == "prod":
+        values = 1 + (i + rank) % 2 * (rank < 4)  # at most 2**4: exact in every dtype
+    else:
+        values = (i + rank) % 7 - (0 if dtype.kind == "u" else 3)
+    return values.astype(dtype)
+
+
+def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print) -> np.ndarray:
+    """Measure every size and algorithm; rank 0 emits table lines and gets the rows (others: empty)."""
+    dtype = np.dtype(settings.dtype)
+    op = ops.resolve(settings.op)
+    ops.check_dtype(dtype, op)
+    for name in settings.algorithms:
+        if name not in api.algorithms_available():
+            raise ValueError(f"unknown algorithm {name!r}; choose from {api.algorithms_available()}")
+    rank, size = comm.Get_rank(), comm.Get_size()
+    root = rank == 0
+    nodes = len(context.of(comm).topology.nodes)  # collective on first use: every rank, now
+    bar = Progress(len(settings.sizes) * len(settings.algorithms), enabled=root and progress)
+    rows = []
+    if root:
+        emit(header(settings, comm, nodes))
+    for nbytes in settings.sizes:
+        count = max(1, nbytes // dtype.itemsize)
+        x = exact_input(count, dtype, op.name, rank)
+        out = {name: np.empty_like(x) for name in [NATIVE, *settings.algorithms]}
+        calls = {NATIVE: lambda: comm.Allreduce(x, out[NATIVE], op=op.mpi)}
+        for name in settings.algorithms:
+            calls[name] = (lambda name: lambda: api.allreduce(x, out[name], op=op, algorithm=name,
+                                                              comm=comm))(name)
+        samples = _measure(comm, calls, settings)
+        for name in settings.algorithms:
+            wrong = int(np.count_nonzero(out[name] != out[NATIVE])) if settings.check else -1
+            wrong = comm.allreduce(wrong, op=MPI.MAX)
+            ran = api.choose_algorithm(x, op=op, algorithm=name, comm=comm)
+            row = _row(settings, x, name, ran, samples[name], samples[NATIVE], size, nodes, wrong)
+            rows.append(row)
+            if root:
+                bar.clear()
+                emit(format_row(row))
+            bar.step(f"{format_size(x.nbytes)} {name}")
+    bar.close()
+    return np.array(rows, ROW_DTYPE) if root else np.empty(0, ROW_DTYPE)
+
+
+def record_phases(settings: Settings, comm: MPI.Comm) -> list[timing.Record]:
+    """One recorded call per (size, algorithm): where the time goes, phase by phase."""
+    dtype = np.dtype(settings.dtype)
+    with timing.recording() as rec:
+        for nbytes in settings.sizes:
+            x = exact_input(max(1, nbytes // dtype.itemsize), dtype, settings.op, comm.Get_rank())
+            for name in settings.algorithms:
+                comm.Barrier()
+                api.allreduce(x, op=settings.op, algorithm=name, comm=comm)
+    return rec.records
+
+
+def _measure(comm, calls, settings) -> dict[str, np.ndarray]:
+    """Per-call seconds of each method, one sample per repetition, slowest rank's."""
+    for call in calls.values():
+        for _ in range(settings.warmup):
+            call()
+    inner = _inner_repeats(comm, calls[NATIVE])
+    names = list(calls)
+    samples = np.zeros((len(names), settings.iters))
+    for rep in range(settings.iters):
+        for k in range(len(names)):
+            i = (k + rep) % len(names)  # rotate who goes first: no method always runs warm
+            call = calls[names[i]]
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                call()
+            samples[i, rep] = (time.perf_counter() - t0) / inner
+    comm.Allreduce(MPI.IN_PLACE, samples, op=MPI.MAX)
+    return dict(zip(names, samples))
+
+
+def _inner_repeats(comm, call) -> int:
+    """Enough back-to-back calls that one sample lasts about TARGET_SAMPLE_SECONDS (same on all ranks)."""
+    comm.Barrier()
+    t0 = time.perf_counter()
+    call()
+    once = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    return int(min(1000, max(1, TARGET_SAMPLE_SECONDS // max(once, 1e-7))))
+
+
+def _row(settings, x, name, ran, times, native, size, nodes, wrong):
+    median = float(np.median(times))
+    algbw = x.nbytes / median / 1e9
+    return (0, x.nbytes, x.size, x.dtype.name, settings.op, name, ran, "", size, nodes,
+            settings.iters, median * 1e6, times.min() * 1e6, times.max() * 1e6,
+            float(np.median(native)) * 1e6, float(np.median(times / native)),
+            algbw, algbw * (2 * (size - 1) / size if size > 1 else 1.0), wrong)
+
+
+COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "time(us)", "algbw(GB/s)",
+           "busbw(GB/s)", "native(us)", "ratio", "#wrong")
+WIDTHS = (12, 11, 9, 6, 10, 8, 11, 12, 12, 11, 7, 7)
+
+
+def header(settings: Settings, comm: MPI.Comm, nodes: int) -> str:
+    lib = MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0]
+    return "\n".join([
+        f"# mpicoll bench: {comm.Get_size()} ranks on {nodes} node(s); {lib}",
+        f"# {settings.dtype} {settings.op}; {settings.iters} interleaved repetitions after "
+        f"{settings.warmup} warm-up; ratio = median(mpicoll time / native time)",
+        "#" + "".join(c.rjust(w) for c, w in zip(COLUMNS, WIDTHS))[1:],
+    ])
+
+
+def format_row(row) -> str:
+    (_, nbytes, count, dtype, op, name, ran, _, _, _, _, t, _, _, native, ratio, algbw, busbw,
+     wrong) = row
+    cells = (nbytes, count, dtype, op, name, ran, f"{t:.1f}", f"{algbw:.3f}", f"{busbw:.3f}",
+             f"{native:.1f}", f"{ratio:.2f}", wrong)
+    return "".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS))

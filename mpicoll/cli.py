@@ -1,0 +1,115 @@
+"""``python -m mpicoll {bench,info,plot}``: the benchmark, what this MPI setup is, and pictures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mpicoll", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    bench = commands.add_parser(
+        "bench", help="mpicoll's algorithms against native MPI_Allreduce (run under mpiexec)",
+        description="Sizes sweep like osu_allreduce, columns like nccl-tests; every size runs "
+                    "native Allreduce and each algorithm interleaved, ratio = median of "
+                    "per-repetition (mpicoll / native) times.")
+    bench.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX",
+                       help="message sizes in bytes, e.g. 8:64M (default %(default)s)")
+    bench.add_argument("-f", "--factor", type=int, default=2, help="size step factor (default 2)")
+    bench.add_argument("-i", "--iters", type=int, default=15, help="repetitions per size (default 15)")
+    bench.add_argument("-x", "--warmup", type=int, default=3, help="warm-up calls per method (default 3)")
+    bench.add_argument("-a", "--algorithms", default="ring,tree,hybrid,auto",
+                       help="comma-separated (default %(default)s)")
+    bench.add_argument("-d", "--dtype", default="float32", help="NumPy dtype (default float32)")
+    bench.add_argument("-o", "--op", default="sum", help="sum, prod, min, max (default sum)")
+    bench.add_argument("--no-check", action="store_true", help="skip the #wrong comparison")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    bench.add_argument("--output", metavar="FILE.h5",
+                       help="append rows, phase timings and provenance to this HDF5 file")
+
+    info = commands.add_parser("info", help="MPI library, threads, CUDA-awareness, nodes, auto's choices")
+    info.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
+
+    plot = commands.add_parser("plot", help="latency and busbw against size from a bench HDF5 file")
+    plot.add_argument("file", help="HDF5 file written by bench --output")
+    plot.add_argument("--run", type=int, help="run number (default: the last)")
+    plot.add_argument("-o", "--out", help="PNG path (default: FILE with .png)")
+
+    args = parser.parse_args(argv)
+    try:
+        return {"bench": _bench, "info": _info, "plot": _plot}[args.command](args)
+    except ValueError as error:  # bad sizes, dtype, algorithm: same on every rank
+        print(f"mpicoll {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _bench(args) -> int:
+    from mpi4py import MPI
+
+    from . import bench, h5
+
+    settings = bench.Settings(
+        sizes=bench.size_range(args.sizes, args.factor),
+        algorithms=[a for a in args.algorithms.split(",") if a],
+        dtype=args.dtype, op=args.op, iters=args.iters, warmup=args.warmup,
+        check=not args.no_check)
+    if settings.iters < 1 or settings.warmup < 0:
+        raise ValueError("iterations must be >= 1 and warm-up >= 0")
+    comm = MPI.COMM_WORLD
+    rows = bench.run(settings, comm, progress=not args.no_progress,
+                     emit=lambda line: print(line, flush=True))
+    wrong = comm.bcast(int(rows["wrong"].max()) if len(rows) else 0, root=0)
+    if args.output:
+        records = bench.record_phases(settings, comm)
+        run = h5.write(args.output, comm, records=records, tables={"bench": rows},
+                       attrs={"bench_settings": repr(settings)})
+        if comm.Get_rank() == 0:
+            print(f"# wrote run {run} to {args.output}", flush=True)
+    if wrong > 0:
+        if comm.Get_rank() == 0:
+            print("# ERROR: some results differ from native MPI_Allreduce (#wrong > 0)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _info(args) -> int:
+    import mpi4py
+    import numpy as np
+    from mpi4py import MPI
+
+    from . import __version__, api, bench, context, cuda_aware
+
+    comm = MPI.COMM_WORLD
+    nodes = context.of(comm).topology.nodes
+    cuda = cuda_aware.detect()
+    choices = []
+    for nbytes in bench.size_range(args.sizes):
+        x = np.empty(max(1, nbytes // 4), np.float32)
+        choices.append((nbytes, api.choose_algorithm(x, comm=comm)))
+    if comm.Get_rank() != 0:
+        return 0
+    levels = ["single", "funneled", "serialized", "multiple"]
+    lines = [
+        f"mpicoll {__version__} (mpi4py {mpi4py.__version__}, numpy {np.__version__})",
+        f"MPI library: {MPI.Get_library_version().rstrip(chr(0)).strip().splitlines()[0]}",
+        f"MPI standard: {'%d.%d' % MPI.Get_version()}; thread level: "
+        f"{levels[MPI.Query_thread()]}",
+        f"CUDA-aware MPI: {'yes' if cuda.aware else 'no'} ({cuda.source})",
+        f"ranks: {comm.Get_size()}; nodes: {len(nodes)} "
+        + " ".join(f"[{','.join(map(str, n))}]" for n in nodes),
+        "auto picks (float32 sum):",
+    ]
+    lines += [f"  {bench.format_size(n):>6} B -> {name}" for n, name in choices]
+    print("\n".join(lines))
+    return 0
+
+
+def _plot(args) -> int:
+    from . import plot
+    out = plot.bench_figure(args.file, run=args.run, out=args.out)
+    print(f"wrote {out}")
+    return 0

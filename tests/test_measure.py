@@ -1,0 +1,65 @@
+"""The bench CLI, its HDF5 output, plots and `info`, run as a user would under mpiexec."""
+
+import h5py
+import numpy as np
+import pytest
+
+from mpicoll import bench
+
+SMALL = ["-m", "8:4K", "-f", "8", "-i", "3", "-x", "1", "--no-progress"]
+
+
+def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
+    path = tmp_path / "b.h5"
+    out = mpirun(3, "-m", "mpicoll", "bench", *SMALL, "--output", str(path))
+    assert "# mpicoll bench: 3 ranks" in out and "#wrong" in out
+    mpirun(2, "-m", "mpicoll", "bench", *SMALL, "-a", "tree", "--output", str(path))
+    with h5py.File(path) as f:
+        assert f.attrs["mpicoll_layout_version"] == 1
+        assert sorted(f["runs"]) == ["1", "2"]
+        first = dict(f["runs/1"].attrs)
+        assert first["jobsize"] == 3 and first["mpi_library"] == "MPICH"
+        for key in ("launchdate", "hostlist", "mpi_library_version", "mpicoll_version",
+                    "numpy_version", "git_commit", "slurm_job_id", "tuning", "mpi_wtick", "cmdline"):
+            assert key in first
+        rows = f["bench"][:]
+        records, phases = f["records"][:], f["phases"][:]
+    run1, run2 = rows[rows["run"] == 1], rows[rows["run"] == 2]
+    assert len(run1) == 4 * 4 and len(run2) == 4  # sizes 8, 64, 512, 4096 x algorithms
+    assert set(run1["algorithm"]) == {b"ring", b"tree", b"hybrid", b"auto"}
+    assert (rows["wrong"] == 0).all() and (rows["time_us"] > 0).all()
+    assert set(run1[run1["algorithm"] == b"auto"]["ran"]) <= {b"ring", b"tree", b"hybrid"}
+    np.testing.assert_allclose(run1["busbw"], run1["algbw"] * 2 * 2 / 3)
+    # one recorded call per (size, algorithm) per rank, with phases
+    assert len(records[records["run"] == 1]) == 3 * len(run1)
+    assert set(phases[phases["run"] == 1]["phase"]) >= {b"reduce-scatter", b"allgather", b"reduce", b"bcast"}
+
+
+def test_plot_draws_png(mpirun, tmp_path):
+    path = tmp_path / "b.h5"
+    mpirun(2, "-m", "mpicoll", "bench", *SMALL, "--output", str(path))
+    out = mpirun(1, "-m", "mpicoll", "plot", str(path), "-o", str(tmp_path / "p.png"))
+    assert "wrote" in out
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_info_names_library_layout_and_choices(mpirun):
+    out = mpirun(4, "-m", "mpicoll", "info", "-m", "8:1M", env={"MPICOLL_RANKS_PER_NODE": "2"})
+    assert "MPI library: MPICH" in out and "thread level:" in out and "CUDA-aware MPI: no" in out
+    assert "nodes: 2 [0,1] [2,3]" in out
+    assert "8 B -> tree" in out and "1M B -> hybrid" in out
+
+
+def test_bad_bench_arguments_fail_on_every_rank_without_hanging(mpirun):
+    with pytest.raises(pytest.fail.Exception, match="unknown algorithm 'butterfly'"):
+        mpirun(3, "-m", "mpicoll", "bench", "-a", "butterfly", timeout=60)
+    with pytest.raises(pytest.fail.Exception, match="not a size"):
+        mpirun(2, "-m", "mpicoll", "bench", "-m", "8:lots", timeout=60)
+
+
+def test_sizes_parse_like_osu():
+    assert bench.parse_size("64K") == 65536 and bench.parse_size("16MiB") == 16 << 20
+    assert bench.size_range("8:64") == [8, 16, 32, 64]
+    assert bench.size_range("1K:16K", 4) == [1024, 4096, 16384]
+    with pytest.raises(ValueError):
+        bench.size_range("64:8")
