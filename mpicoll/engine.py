@@ -6,7 +6,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .ops import Op
-from .schedule import Copy, Reduce, Region, Round, Schedule, Send
+from .schedule import Reduce, Region, Round, Schedule, Send
 from .timing import Record
 
 __all__ = ["Execution"]
@@ -71,13 +71,14 @@ class Execution:
 
     def _finish(self, rnd: Round) -> None:
         self._pending = None
-        view = self._view
-        with np.errstate(all="ignore"):  # overflow to inf / wrap-around is the MPI result too
-            for step in rnd.local:
-                if isinstance(step, Reduce):
-                    self._op.kernel(view(step.left), view(step.right), out=view(step.dst))
-                elif isinstance(step, Copy):
-                    np.copyto(view(step.dst), view(step.src))
+        if rnd.local:
+            view = self._view
+            with np.errstate(all="ignore"):  # overflow to inf / wrap-around is the MPI result too
+                for step in rnd.local:
+                    if isinstance(step, Reduce):
+                        self._op.kernel(view(step.left), view(step.right), out=view(step.dst))
+                    else:
+                        np.copyto(view(step.dst), view(step.src))
         if self._record is not None:
             # A phase is charged from the end of the previous round to the end of its own.
             now, phases = MPI.Wtime(), self._record.phases

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-TREE_MAX_BYTES = 16 * 1024
+TREE_MAX_BYTES = 64 * 1024
 """Up to this many bytes the tree's 2⌈lg p⌉ steps beat the ring's 2(p-1); see docs/results.md."""
 
 
