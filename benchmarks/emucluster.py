@@ -13,7 +13,7 @@ prefix below are removed as stale when a new cluster is created.
     python benchmarks/emucluster.py --hosts 2 --ranks-per-host 2 --rate 1gbit -- \\
         python tests/mpi_programs/native_allreduce.py --mib 16
 
-See /work/shared/notes/emulated-cluster.md for the measured facts this follows.
+docs/measuring.md describes its use; the facts it follows were measured on 2-core machines.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return {"bench": _bench, "info": _info, "plot": _plot}[args.command](args)
-    except ValueError as error:  # bad sizes, dtype, algorithm: same on every rank
+    except (ValueError, TypeError) as error:  # bad sizes, dtype, algorithm: same on every rank
         print(f"mpicoll {args.command}: error: {error}", file=sys.stderr)
         return 2
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 def _bench(args) -> int:
     from mpi4py import MPI
 
-    from . import bench, h5
+    from . import bench
 
     settings = bench.Settings(
         sizes=bench.size_range(args.sizes, args.factor),
@@ -64,6 +64,7 @@ def _bench(args) -> int:
                      emit=lambda line: print(line, flush=True))
     wrong = comm.bcast(int(rows["wrong"].max()) if len(rows) else 0, root=0)
     if args.output:
+        from . import h5
         records = bench.record_phases(settings, comm)
         run = h5.write(args.output, comm, records=records, tables={"bench": rows},
                        attrs={"bench_settings": repr(settings)})
@@ -103,7 +104,7 @@ def _info(args) -> int:
         + " ".join(f"[{','.join(map(str, n))}]" for n in nodes),
         "auto picks (float32 sum):",
     ]
-    lines += [f"  {bench.format_size(n):>6} B -> {name}" for n, name in choices]
+    lines += [f"  {bench.format_size(n) + 'B':>6} -> {name}" for n, name in choices]
     print("\n".join(lines))
     return 0
 

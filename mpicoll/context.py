@@ -8,6 +8,7 @@ user's own traffic on the same communicator.
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 
 import numpy as np
 from mpi4py import MPI
@@ -16,6 +17,8 @@ from . import algorithm, topology
 from .schedule import Schedule
 
 __all__ = ["Context", "Plan", "of"]
+
+MAX_PLANS = 64
 
 
 class Plan:
@@ -42,7 +45,7 @@ class Context:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._topology = None
-        self._plans: dict[tuple, Plan] = {}
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._tags = itertools.count()
         self._tag_ub = self.comm.Get_attr(MPI.TAG_UB)
 
@@ -54,10 +57,15 @@ class Context:
         return self._topology
 
     def plan(self, name: str, count: int, options: algorithm.Options) -> Plan:
+        """The cached plan (the MAX_PLANS most recently used are kept, with their scratch)."""
         key = (name, count, options)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = Plan(algorithm.plan(name, self.topology, count, options))
+            if len(self._plans) > MAX_PLANS:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
         return plan
 
     def next_tag(self) -> int:

@@ -59,12 +59,12 @@ def provenance(comm: MPI.Comm) -> dict[str, str | int | float]:
         "launchdate": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "user": _safe(getpass.getuser),
         "executable": sys.executable,
-        "cmdline": " ".join(sys.argv),
+        "cmdline": " ".join(sys.orig_argv),
         "jobsize": comm.Get_size(),
         "hostname": hosts[0],
         "hostlist": ",".join(dict.fromkeys(hosts)),
         "numhosts": len(set(hosts)),
-        "mpi_library": version.split()[0] if version else "",
+        "mpi_library": MPI.get_vendor()[0],
         "mpi_library_version": version,
         "mpi_version": "%d.%d" % MPI.Get_version(),
         "mpi_thread_level": ["single", "funneled", "serialized", "multiple"][MPI.Query_thread()],
@@ -95,16 +95,20 @@ def write(path: str | os.PathLike, comm: MPI.Comm, *, records: list[Record] = ()
     if comm.Get_rank() != 0:
         return None
     meta.update(attrs or {})
+    tables = {"records": np.concatenate([r for r, _ in rows]),
+              "phases": np.concatenate([p for _, p in rows]), **(tables or {})}
     with h5py.File(path, "a") as f:
+        for name, table in tables.items():  # refuse before writing anything
+            if name in f and f[name].dtype != table.dtype:
+                raise ValueError(f"{path}:/{name} has columns {f[name].dtype}, not {table.dtype}; "
+                                 "write to a new file")
         f.attrs["mpicoll_layout_version"] = LAYOUT_VERSION
         runs = f.require_group("runs")
         run = max((int(k) for k in runs), default=0) + 1
         group = runs.create_group(str(run))
         for key, value in meta.items():
             group.attrs[key] = value
-        recs = np.concatenate([r for r, _ in rows]) if rows else np.empty(0, RECORD_DTYPE)
-        phases = np.concatenate([p for _, p in rows]) if rows else np.empty(0, PHASE_DTYPE)
-        for name, table in {"records": recs, "phases": phases, **(tables or {})}.items():
+        for name, table in tables.items():
             table = table.copy()
             table["run"] = run
             _append(f, name, table)
@@ -126,9 +130,6 @@ def _append(f: h5py.File, name: str, rows: np.ndarray) -> None:
         f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=rows.dtype,
                          chunks=(max(1, 65536 // rows.dtype.itemsize),))
     dataset = f[name]
-    if dataset.dtype != rows.dtype:
-        raise ValueError(f"{f.filename}:/{name} has columns {dataset.dtype}, not {rows.dtype}; "
-                         "write to a new file")
     start = dataset.shape[0]
     dataset.resize((start + len(rows),))
     dataset[start:] = rows

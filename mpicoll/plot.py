@@ -48,7 +48,7 @@ def bench_figure(path: str, run: int | None = None, out: str | None = None) -> s
     size = rows["ranks"][0]
     fig.suptitle(f"{Path(path).name} run {run}: {size} ranks, {rows['nodes'][0]} node(s), "
                  f"{rows['dtype'][0].decode()} {rows['op'][0].decode()} — "
-                 f"{str(attrs.get('mpi_library_version', '')).splitlines()[0][:60]}", fontsize=10)
+                 f"{' '.join(str(attrs.get('mpi_library_version', '')).split()[:3])}", fontsize=10)
     fig.tight_layout()
     out = out or str(Path(path).with_suffix(".png"))
     fig.savefig(out, dpi=110)

@@ -1,7 +1,8 @@
 """Schedules: what one rank does in an allreduce, as rounds of transfers and local steps.
 
 A schedule names buffer regions, never arrays, so one plan serves every call with the same
-(communicator, count, dtype, op, algorithm): the engine binds it to the caller's buffers.
+(communicator, algorithm, count, element size, tunables): the engine binds it to the
+caller's buffers.
 Three buffers exist: ``send`` (this rank's contribution, never written unless it is also
 ``recv``), ``recv`` (the result) and ``tmp`` (scratch, ``Schedule.tmp_count`` elements).
 

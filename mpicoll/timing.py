@@ -23,7 +23,7 @@ from mpi4py import MPI
 __all__ = ["Record", "Recorder", "recording", "active"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """One collective on one rank. Times are ``MPI.Wtime()`` seconds."""
 

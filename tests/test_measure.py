@@ -47,7 +47,7 @@ def test_info_names_library_layout_and_choices(mpirun):
     out = mpirun(4, "-m", "mpicoll", "info", "-m", "8:1M", env={"MPICOLL_RANKS_PER_NODE": "2"})
     assert "MPI library: MPICH" in out and "thread level:" in out and "CUDA-aware MPI: no" in out
     assert "nodes: 2 [0,1] [2,3]" in out
-    assert "8 B -> tree" in out and "1M B -> hybrid" in out
+    assert "8B -> tree" in out and "1MB -> hybrid" in out
 
 
 def test_bad_bench_arguments_fail_on_every_rank_without_hanging(mpirun):

@@ -33,7 +33,8 @@ class Options:
     segment_bytes: int
     itemsize: int
 
-    def segment(self, count: int) -> int:
+    @property
+    def segment(self) -> int:
         """Tree segment in elements (at least one)."""
         return max(1, self.segment_bytes // self.itemsize)
 

@@ -33,7 +33,7 @@ def plan(topo, count: int, options) -> Builder:
         with b.phase("node"):
             ring.allgather(b, node, me, chunks)
     else:
-        segment = options.segment(count)
+        segment = options.segment
         with b.phase("node/reduce"):
             tree.reduce(b, node, me, 0, count, "send", segment)
         if me == 0:

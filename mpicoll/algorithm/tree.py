@@ -84,5 +84,5 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
 
 def plan(topo, count: int, options) -> Builder:
     b = Builder()
-    allreduce(b, list(range(topo.size)), topo.rank, 0, count, "send", options.segment(count))
+    allreduce(b, list(range(topo.size)), topo.rank, 0, count, "send", options.segment)
     return b

@@ -1,0 +1,83 @@
+"""The documentation site builds without a single warning, and stays true to the code.
+
+The build needs docs/results.md, which the measurements provide; the code blocks of the pages
+run for real (multi-rank ones under mpiexec), and the options, defaults and names the pages
+quote are compared with those of the code.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpicoll import algorithms
+from mpicoll.algorithm import select
+from mpicoll.api import DEFAULT_SEGMENT_BYTES
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+TIMEOUT = 300  # seconds; the build takes a few
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+def python_blocks(name: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page(name), re.DOTALL)
+
+
+def run(*argv: str, cwd: Path = REPO) -> str:
+    proc = subprocess.run([sys.executable, *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, f"{' '.join(argv)} failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    return proc.stdout
+
+
+def test_site_builds_without_warnings(tmp_path):
+    assert (DOCS / "results.md").exists(), "docs/results.md is missing: the toctree includes it"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(DOCS),
+         str(tmp_path / "html")],
+        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, f"sphinx failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    for name in ("index", "guide", "algorithms", "measuring", "hdf5", "cluster", "results", "api"):
+        assert (tmp_path / "html" / f"{name}.html").exists(), name
+
+
+def test_every_cli_option_is_documented():
+    """Each option in the --help of bench, info, plot and emucluster appears in measuring.md."""
+    measuring = page("measuring.md")
+    helps = [run("-m", "mpicoll", command, "--help") for command in ("bench", "info", "plot")]
+    helps.append(run(str(REPO / "benchmarks" / "emucluster.py"), "--help"))
+    options = {o for text in helps for o in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", text)} - {"-h", "--help"}
+    missing = sorted(o for o in options if f"`{o}" not in measuring and f" {o} " not in measuring)
+    assert not missing, f"measuring.md does not mention {missing}"
+
+
+def test_quoted_constants_match_the_code():
+    assert f"{select.TREE_MAX_BYTES} bytes" in page("algorithms.md"), "auto's tree threshold changed"
+    for name in ("guide.md", "algorithms.md"):
+        assert f"default {DEFAULT_SEGMENT_BYTES}" in page(name), f"{name}: tree segment default"
+    assert f"`{algorithms()}`" in page("guide.md")
+
+
+def test_hdf5_read_examples_run_on_a_bench_file(mpirun, tmp_path):
+    mpirun(2, "-m", "mpicoll", "bench", "-m", "8:16", "-i", "1", "-x", "0", "--no-progress",
+           "--output", str(tmp_path / "bench.h5"))
+    blocks = python_blocks("hdf5.md")
+    assert len(blocks) == 2
+    script = tmp_path / "read.py"
+    script.write_text("\n".join(blocks))
+    out = run(str(script), cwd=tmp_path)
+    assert " ring ring " in out and "reduce-scatter" in out, out
+
+
+@pytest.mark.parametrize("name", ["index.md", "guide.md", "measuring.md"])
+def test_code_blocks_run_under_mpiexec(mpirun, tmp_path, name):
+    """Each page's Python blocks, joined in order, run on 2 ranks (in tmp_path: they write files)."""
+    script = tmp_path / "blocks.py"
+    script.write_text(f"import os\nos.chdir({str(tmp_path)!r})\n" + "\n".join(python_blocks(name)))
+    mpirun(2, str(script))
