@@ -1,4 +1,5 @@
-"""``python -m mpicoll {bench,info,plot}``: the benchmark, what this MPI setup is, and pictures."""
+"""``python -m mpicoll {bench,tune,train,info,plot}``: measure, fit ``auto``, a demo application,
+what this MPI setup is, and pictures."""
 
 from __future__ import annotations
 
@@ -31,6 +32,28 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--output", metavar="FILE.h5",
                        help="append rows, phase timings and provenance to this HDF5 file")
 
+    tune = commands.add_parser(
+        "tune", help="measure ring, tree and hybrid per size and save the fastest as auto's rules",
+        description="Runs the bench sweep for ring, tree and hybrid and writes the fastest per "
+                    "size to a JSON file; MPICOLL_TUNING=FILE makes auto follow it on the same "
+                    "number of ranks and nodes.")
+    tune.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
+    tune.add_argument("-f", "--factor", type=int, default=2)
+    tune.add_argument("-i", "--iters", type=int, default=10)
+    tune.add_argument("-x", "--warmup", type=int, default=2)
+    tune.add_argument("--rules", default="mpicoll-tuning.json", metavar="FILE.json",
+                      help="where to write the rules (default %(default)s)")
+    tune.add_argument("--no-progress", action="store_true")
+    tune.add_argument("--output", metavar="FILE.h5", help="also append the measurements to HDF5")
+
+    train = commands.add_parser(
+        "train", help="a data-parallel training demo: gradients averaged with mpicoll.allreduce")
+    train.add_argument("--steps", type=int, default=200)
+    train.add_argument("--batch", type=int, default=64, help="samples per rank per step")
+    train.add_argument("--hidden", type=int, default=256, help="hidden units of the MLP")
+    train.add_argument("-a", "--algorithm", default="auto")
+    train.add_argument("--output", metavar="FILE.h5", help="append timing records to HDF5")
+
     info = commands.add_parser("info", help="MPI library, threads, CUDA-awareness, nodes, auto's choices")
     info.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
 
@@ -41,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        return {"bench": _bench, "info": _info, "plot": _plot}[args.command](args)
+        return {"bench": _bench, "tune": _tune, "train": _train, "info": _info,
+                "plot": _plot}[args.command](args)
     except (ValueError, TypeError) as error:  # bad sizes, dtype, algorithm: same on every rank
         print(f"mpicoll {args.command}: error: {error}", file=sys.stderr)
         return 2
@@ -73,6 +97,54 @@ def _bench(args) -> int:
     if wrong > 0:
         if comm.Get_rank() == 0:
             print("# ERROR: some results differ from native MPI_Allreduce (#wrong > 0)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _tune(args) -> int:
+    from mpi4py import MPI
+
+    from . import bench, context, tune
+
+    comm = MPI.COMM_WORLD
+    settings = bench.Settings(sizes=bench.size_range(args.sizes, args.factor),
+                              algorithms=list(tune.CANDIDATES), iters=args.iters, warmup=args.warmup)
+    rows = bench.run(settings, comm, progress=not args.no_progress,
+                     emit=lambda line: print(line, flush=True))
+    if args.output:
+        from . import h5
+        h5.write(args.output, comm, tables={"bench": rows}, attrs={"tune_rules": args.rules})
+    if comm.Get_rank() == 0:
+        rules = tune.fit(rows)
+        tune.save(args.rules, rules, comm.Get_size(), len(context.of(comm).topology.nodes),
+                  MPI.get_vendor()[0])
+        print("# auto rules: " + ", ".join(f"<= {bench.format_size(r['max_bytes'])}B {r['algorithm']}"
+                                           for r in rules))
+        print(f"# wrote {args.rules}; use it with {tune.TUNING_ENV}={args.rules}", flush=True)
+    return 0
+
+
+def _train(args) -> int:
+    from mpi4py import MPI
+
+    from . import demo
+
+    comm = MPI.COMM_WORLD
+    settings = demo.Settings(steps=args.steps, batch=args.batch, hidden=args.hidden,
+                             algorithm=args.algorithm)
+    if settings.steps < 1 or settings.batch < 1 or settings.hidden < 1:
+        raise ValueError("--steps, --batch and --hidden must be positive")
+    result, records = demo.run_recorded(settings, comm, emit=lambda line: print(line, flush=True))
+    if args.output:
+        from . import h5
+        h5.write(args.output, comm, records=records, attrs={"train_settings": repr(settings)})
+    if comm.Get_rank() == 0:
+        total = result["compute_s"] + result["allreduce_s"]
+        print(f"# {result['parameters']} parameters on {comm.Get_size()} ranks: compute "
+              f"{result['compute_s']:.3f} s, allreduce {result['allreduce_s']:.3f} s "
+              f"({100 * result['allreduce_s'] / total:.0f}% of the step)", flush=True)
+    if not result["replicas_identical"]:
+        print("# ERROR: the replicas drifted apart", flush=True)
         return 1
     return 0
 

@@ -1,5 +1,7 @@
 """The bench CLI, its HDF5 output, plots and `info`, run as a user would under mpiexec."""
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -63,3 +65,29 @@ def test_sizes_parse_like_osu():
     assert bench.size_range("1K:16K", 4) == [1024, 4096, 16384]
     with pytest.raises(ValueError):
         bench.size_range("64:8")
+
+
+def test_tune_writes_rules_that_auto_follows(mpirun, tmp_path):
+    rules = tmp_path / "rules.json"
+    mpirun(3, "-m", "mpicoll", "tune", "-m", "8:64K", "-f", "8", "-i", "3", "-x", "1",
+           "--no-progress", "--rules", str(rules))
+    data = json.loads(rules.read_text())
+    assert (data["ranks"], data["nodes"]) == (3, 1)
+    assert data["rules"] and {r["algorithm"] for r in data["rules"]} <= {"ring", "tree", "hybrid"}
+    # a hand-written file, to know what auto must do with it
+    rules.write_text(json.dumps({"mpicoll_tuning": 1, "ranks": 3, "nodes": 1, "rules": [
+        {"max_bytes": 512, "algorithm": "ring"}, {"max_bytes": 4096, "algorithm": "hybrid"}]}))
+    out = mpirun(3, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(rules)})
+    assert "512B -> ring" in out and "4KB -> hybrid" in out and "64KB -> hybrid" in out
+    out = mpirun(2, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(rules)})
+    assert "tuned on 3 ranks / 1 nodes, not 2 / 1" in out and "8B -> tree" in out
+
+
+def test_train_demo_learns_and_keeps_replicas_identical(mpirun, tmp_path):
+    out = mpirun(3, "-m", "mpicoll", "train", "--steps", "60", "-a", "ring",
+                 "--output", str(tmp_path / "t.h5"))
+    losses = [float(line.split()[-1]) for line in out.splitlines() if line.startswith("step")]
+    assert len(losses) == 10 and losses[-1] < 0.7 * losses[0]
+    with h5py.File(tmp_path / "t.h5") as f:
+        records = f["records"][:]
+    assert len(records) == 3 * 60 and set(records["algorithm"]) == {b"ring"}

@@ -3,6 +3,7 @@
 The sbatch tests run under a private single-node Slurm (see slurm_cluster.py). They skip where Slurm
 is not installed, except in CI (CI=true), which installs it, so there a missing Slurm fails.
 """
+import json
 import os
 import re
 import subprocess
@@ -15,7 +16,9 @@ import pytest
 import slurm_cluster
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL_BENCH = "-m 8:1K -i 3 -x 1"
+SMALL = {"bench": ["-m", "8:1K", "-i", "3", "-x", "1"],
+         "tune": ["-m", "8:1K", "-i", "3", "-x", "1", "--rules", "rules.json"],
+         "train": ["--steps", "20"]}
 TIMEOUT = 180  # seconds for any one job; nothing may hang CI
 
 
@@ -25,10 +28,16 @@ def job_env(**extra):
     return dict(PYTHON=sys.executable, PYTHONPATH=pythonpath, **extra)
 
 
-def assert_bench_file(path):
+def assert_output(path, command, workdir):
+    """bench and tune write /bench rows; train writes timing records; tune also its rules."""
+    table = "records" if command == "train" else "bench"
     with h5py.File(path, "r") as f:
-        assert "bench" in f, f"{path} has no root dataset 'bench': {list(f)}"
-        assert len(f["bench"]) >= 1, f"{path}: dataset 'bench' is empty"
+        assert table in f, f"{path} has no root dataset {table!r}: {list(f)}"
+        assert len(f[table]) >= 1, f"{path}: dataset {table!r} is empty"
+        assert "1" in f["runs"]
+    if command == "tune":
+        rules = json.loads((workdir / "rules.json").read_text())
+        assert rules["rules"] and rules["ranks"] == 2
 
 
 @pytest.fixture(scope="module")
@@ -48,43 +57,43 @@ def slurm(tmp_path_factory):
         cluster.stop()
 
 
-def sbatch_bench(slurm, submit_dir, bench_args):
-    """sbatch --wait jobs/bench.sbatch with 2 tasks; returns (exit code, job id, job log)."""
+def sbatch(slurm, submit_dir, *args):
+    """sbatch --wait jobs/mpicoll.sbatch ARGS with 2 tasks; returns (exit code, job id, job log)."""
     proc = subprocess.run(
-        ["sbatch", "--wait", "--ntasks=2", "--time=5", str(REPO / "jobs" / "bench.sbatch")],
-        cwd=submit_dir, env=slurm.env(**job_env(MPICOLL_BENCH_ARGS=bench_args)),
-        capture_output=True, text=True, timeout=TIMEOUT)
+        ["sbatch", "--wait", "--ntasks=2", "--time=5", str(REPO / "jobs" / "mpicoll.sbatch"), *args],
+        cwd=submit_dir, env=slurm.env(**job_env()), capture_output=True, text=True, timeout=TIMEOUT)
     match = re.search(r"Submitted batch job (\d+)", proc.stdout)
     assert match, f"sbatch did not submit: {proc.stdout}{proc.stderr}"
     job_id = match.group(1)
-    log = (submit_dir / f"mpicoll-bench-{job_id}.out").read_text()
+    log = (submit_dir / f"mpicoll-{job_id}.out").read_text()
     return proc.returncode, job_id, log
 
 
-def test_sbatch_bench_writes_hdf5(slurm, tmp_path):
-    rc, job_id, log = sbatch_bench(slurm, tmp_path, SMALL_BENCH)
+@pytest.mark.parametrize("command", ["bench", "tune", "train"])
+def test_sbatch_job_writes_hdf5(slurm, tmp_path, command):
+    rc, job_id, log = sbatch(slurm, tmp_path, command, *SMALL[command])
     assert rc == 0, log
-    out = tmp_path / f"mpicoll-bench-{job_id}.h5"  # default: submit dir, named by job id
-    assert f"mpicoll bench results: {out}" in log
-    assert_bench_file(out)
+    out = tmp_path / f"mpicoll-{command}-{job_id}.h5"  # default: submit dir, named by job id
+    assert f"mpicoll {command} results: {out}" in log
+    assert_output(out, command, tmp_path)
 
 
-def test_sbatch_failing_bench_fails(slurm, tmp_path):
-    rc, _, log = sbatch_bench(slurm, tmp_path, "--no-such-option")
+def test_sbatch_failing_job_fails(slurm, tmp_path):
+    rc, _, log = sbatch(slurm, tmp_path, "bench", "--no-such-option")
     assert rc != 0, log
     assert "--no-such-option" in log, log  # it failed for our reason, not e.g. a missing module
     assert "mpicoll bench failed" in log
 
 
-def test_mpirun_bench_writes_hdf5(tmp_path):
-    out = tmp_path / "bench.h5"
+@pytest.mark.parametrize("command", ["bench", "train"])
+def test_mpirun_job_writes_hdf5(tmp_path, command):
+    out = tmp_path / "out.h5"
     # The launcher next to the running python first: the mpich wheel's hydra in a venv.
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     proc = subprocess.run(
-        ["bash", str(REPO / "jobs" / "bench.mpirun.sh")], cwd=tmp_path,
-        env=slurm_cluster.clean_env(PATH=path, NP="2", MPICOLL_BENCH_ARGS=SMALL_BENCH,
-                                    MPICOLL_BENCH_OUTPUT=str(out), **job_env()),
+        ["bash", str(REPO / "jobs" / "mpicoll.mpirun.sh"), command, *SMALL[command]], cwd=tmp_path,
+        env=slurm_cluster.clean_env(PATH=path, NP="2", MPICOLL_OUTPUT=str(out), **job_env()),
         capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"mpicoll bench results: {out}" in proc.stdout
-    assert_bench_file(out)
+    assert f"mpicoll {command} results: {out}" in proc.stdout
+    assert_output(out, command, tmp_path)
