@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Iterator
 
 import numpy as np
 from mpi4py import MPI
 
-from . import algorithm, context, ops, timing
-from .algorithm import select
-from .engine import Execution
+from . import algorithm, codecs, context, ops, timing
+from .algorithm import select, sparse
+from .engine import Buffers, Execution
 
 __all__ = ["allreduce", "iallreduce", "choose_algorithm", "algorithms_available", "Request"]
 
 ALGORITHM_ENV = "MPICOLL_ALGORITHM"
+CODEC_ENV = "MPICOLL_CODEC"
 SEGMENT_ENV = "MPICOLL_TREE_SEGMENT"
 DEFAULT_SEGMENT_BYTES = 256 * 1024
 
@@ -27,32 +29,32 @@ def algorithms_available() -> tuple[str, ...]:
 class Request:
     """A nonblocking allreduce in flight; ``test()`` advances it, ``wait()`` finishes it.
 
-    Like an ``mpi4py.MPI.Request``, but ``wait()`` returns the result buffer.
+    Like an ``mpi4py.MPI.Request``, but ``wait()`` returns the result buffer. ``algorithm``
+    names the algorithm that runs and ``codec`` the codec's name ("" without one).
     """
 
-    def __init__(self, execution: Execution, plan: context.Plan, tmp: np.ndarray,
-                 result: np.ndarray):
-        self._execution = execution
-        self._plan = plan
-        self._tmp = tmp
+    def __init__(self, stages: Iterator[Execution], result: np.ndarray, algorithm: str,
+                 codec: str):
+        self._stages = stages  # a collective may need several executions, one after another
+        self._current = next(stages, None)
         self._result = result
-        self.algorithm = execution.schedule.algorithm
+        self.algorithm = algorithm
+        self.codec = codec
 
     def test(self) -> bool:
         """Progress the transfers without blocking; True once the result is ready."""
-        return self._execution.test() and self._release()
+        while self._current is not None:
+            if not self._current.test():
+                return False
+            self._current = next(self._stages, None)
+        return True
 
     def wait(self) -> np.ndarray:
         """Block until the result is ready and return it."""
-        self._execution.wait()
-        self._release()
+        while self._current is not None:
+            self._current.wait()
+            self._current = next(self._stages, None)
         return self._result
-
-    def _release(self) -> bool:
-        if self._tmp is not None:
-            self._plan.give_back(self._tmp)
-            self._tmp = None
-        return True
 
 
 def allreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, codec=None):
@@ -62,41 +64,109 @@ def allreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, c
         sendbuf: contiguous NumPy array; never modified unless ``recvbuf is sendbuf``.
         recvbuf: array of the same shape and dtype for the result (allocated when None);
             ``recvbuf is sendbuf`` reduces in place.
-        op: "sum", "prod", "min", "max" or the matching ``mpi4py.MPI.Op``.
+        op: "sum", "prod", "min", "max", "avg" or the matching ``mpi4py.MPI.Op``.
         algorithm: one of ``algorithms()``; "auto" picks by size and node layout (the
             ``MPICOLL_ALGORITHM`` environment variable overrides "auto").
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
-        codec: compression codec; none are available in this version, so it must be None.
+        codec: compress what travels: a name from ``codecs.available()``, a codec from
+            ``codecs.get``, or ``codecs.ErrorFeedback(codec)``. Float16/32/64 sums and averages
+            only; ``MPICOLL_CODEC`` sets one when None.
     """
     return iallreduce(sendbuf, recvbuf, op=op, algorithm=algorithm, comm=comm, codec=codec).wait()
 
 
 def iallreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, codec=None) -> Request:
     """Start the allreduce ``allreduce`` describes and return a :class:`Request` for it."""
-    send, recv, op, algorithm, comm = _checked(sendbuf, recvbuf, op, algorithm, comm, codec)
+    send, recv, op, name, comm, codec = _checked(sendbuf, recvbuf, op, algorithm, comm, codec)
     ctx = context.of(comm)
-    if algorithm == "auto":
-        algorithm = select.choose(send.nbytes, ctx.topology)
-    plan = ctx.plan(algorithm, send.size, _options(send.dtype))
-    tmp = plan.take_tmp(send.dtype)
+    name = _resolve(name, send.nbytes, ctx, codec)
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.topology.nodes), op=op.name,
-        algorithm=algorithm, codec="", dtype=_dtype_name(send.dtype), count=send.size,
-        nbytes=send.nbytes)
-    execution = Execution(plan.schedule, op, ctx.comm, ctx.next_tag(),
-                          send.reshape(-1), recv.reshape(-1), tmp, record)
-    request = Request(execution, plan, tmp, recv)
+        algorithm=name, codec="" if codec is None else codec.name, dtype=_dtype_name(send.dtype),
+        count=send.size, nbytes=send.nbytes)
+    result, send, recv = recv, send.reshape(-1), recv.reshape(-1)
+    # Tags are taken now, in call order, identical on every rank: a later stage that took its
+    # tag when it starts would race with the calls other ranks made meanwhile.
+    if name != sparse.NAME:
+        stages = _dense(ctx, name, send, recv, op, codec, record, ctx.next_tag())
+    else:
+        stages = _sparse(ctx, send, recv, op, codec, record, (ctx.next_tag(), ctx.next_tag()))
+    request = Request(stages, result, name, "" if codec is None else codec.name)
     request.test()  # start the first round now
     return request
 
 
-def choose_algorithm(sendbuf, *, op="sum", algorithm="auto", comm=None) -> str:
+def choose_algorithm(sendbuf, *, op="sum", algorithm="auto", comm=None, codec=None) -> str:
     """Name the algorithm ``allreduce`` would run for these arguments (collective on first use)."""
-    send, _, _, algorithm, comm = _checked(sendbuf, None, op, algorithm, comm, None)
-    if algorithm == "auto":
-        algorithm = select.choose(send.nbytes, context.of(comm).topology)
-    return algorithm
+    send, _, _, name, comm, codec = _checked(sendbuf, None, op, algorithm, comm, codec)
+    return _resolve(name, send.nbytes, context.of(comm), codec)
+
+
+def _resolve(name: str, nbytes: int, ctx: context.Context, codec) -> str:
+    """The algorithm that will run. Sparse codecs always allgather frames, whatever was asked:
+    said here, so that requests, records and ``choose_algorithm`` name what really runs."""
+    inner = codec.codec if isinstance(codec, codecs.ErrorFeedback) else codec
+    if inner is not None and not inner.dense and ctx.size > 1:
+        return sparse.NAME
+    if name != "auto":
+        return name
+    chosen = select.choose(nbytes, ctx.topology)
+    return "ring" if codec is not None and chosen == "tree" else chosen  # the tree does not compress
+
+
+def _dense(ctx, name, send, recv, op, codec, record, tag) -> Iterator[Execution]:
+    """One execution of a cached plan: plain, or compressed with a dense codec."""
+    feedback = isinstance(codec, codecs.ErrorFeedback)
+    inner = codec.codec if feedback else codec
+    if ctx.size == 1:  # one rank: nothing travels, so nothing is compressed or owed
+        inner = None
+    plan = ctx.plan(name, send.size, _options(send.dtype), inner, feedback, op.average)
+    scratch = plan.take_scratch(send.dtype)
+    residual = codec.owed(send) if feedback else None
+    bufs = Buffers(send, recv, *scratch, residual=residual)
+    yield Execution(plan.schedule, op, ctx.comm, tag, bufs, inner, record)
+    plan.give_back(scratch)  # not on abandonment: MPI might still write into it
+
+
+def _sparse(ctx, send, recv, op, codec, record, tags) -> Iterator[Execution]:
+    """Sparse codecs: every rank's frame goes to every rank, each decodes them all in rank order.
+
+    The frame lengths are exchanged first (with mpicoll's own allreduce), so every rank knows
+    them before it posts a receive, and all ranks take the same path: when the frames together
+    outweigh what a dense ring would move (2·n bytes of the array), they fall back to the exact
+    ring, and the request says so.
+    """
+    feedback = isinstance(codec, codecs.ErrorFeedback)
+    inner = codec.codec if feedback else codec
+    given = send
+    if feedback or op.average:  # this rank's contribution, prepared in recv
+        given = recv
+        if feedback:
+            np.add(send, codec.owed(send), out=recv)
+        else:
+            np.copyto(recv, send)
+        if op.average:
+            recv /= ctx.size
+    frame = inner.encode(given)
+    lengths = np.zeros(ctx.size, np.int64)
+    lengths[ctx.rank] = frame.size
+    yield from _dense(ctx, "tree", lengths, lengths, ops.resolve("sum"), None, None, tags[0])
+    if lengths.sum() > 2 * send.nbytes:
+        if record is not None:
+            record.algorithm, record.codec = "ring", f"{inner.name}:dense-fallback"
+        if feedback:
+            codec.owed(send)[...] = 0  # the exact sum carries everything owed
+        yield from _dense(ctx, "ring", given, recv, ops.resolve("sum"), None, record, tags[1])
+        return
+    if feedback:
+        codec.owed(send)[...] = given - inner.decode(frame)
+    schedule = sparse.allgather_frames(ctx.topology, lengths.tolist(), send.size)
+    wire = np.empty(schedule.wire_nbytes, np.uint8)
+    start = int(lengths[:ctx.rank].sum())
+    wire[start:start + frame.size] = frame
+    bufs = Buffers(send, recv, np.empty(0, send.dtype), wire)
+    yield Execution(schedule, op, ctx.comm, tags[1], bufs, inner, record)
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,7 +175,7 @@ def _dtype_name(dtype: np.dtype) -> str:
 
 
 def _options(dtype: np.dtype) -> algorithm.Options:
-    return algorithm.Options(_env_int(SEGMENT_ENV, DEFAULT_SEGMENT_BYTES), dtype.itemsize)
+    return algorithm.Options(_env_int(SEGMENT_ENV, DEFAULT_SEGMENT_BYTES), dtype.str)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -121,10 +191,14 @@ def _env_int(name: str, default: int) -> int:
     return number
 
 
+@functools.lru_cache(maxsize=8)
+def _env_codec(name: str) -> codecs.Codec:
+    """One codec per name given in MPICOLL_CODEC, kept, so stateful codecs keep their state."""
+    return codecs.get(name)
+
+
 def _checked(sendbuf, recvbuf, op, algorithm, comm, codec):
     """Validate every argument locally, before any message is sent."""
-    if codec is not None:
-        raise ValueError(f"unknown codec {codec!r}: this version has no codecs")
     send = _array("sendbuf", sendbuf)
     op = ops.resolve(op)
     ops.check_dtype(send.dtype, op)
@@ -149,7 +223,27 @@ def _checked(sendbuf, recvbuf, op, algorithm, comm, codec):
         comm = MPI.COMM_WORLD
     if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
         raise TypeError(f"comm must be an mpi4py intra-communicator, not {comm!r}")
-    return send, recv, op, algorithm, comm
+    return send, recv, op, algorithm, comm, check_codec(codec, send, op, algorithm)
+
+
+def check_codec(codec, send: np.ndarray, op: ops.Op, algorithm: str):
+    if codec is None:
+        name = os.environ.get(CODEC_ENV)
+        if not name or send.dtype.kind != "f" or send.dtype.itemsize > 8 or op.name not in ("sum", "avg"):
+            return None  # the environment's codec applies where a codec can
+        codec = _env_codec(name)
+    if isinstance(codec, str):
+        codec = codecs.get(codec)
+    if not isinstance(codec, (codecs.Codec, codecs.ErrorFeedback)):
+        raise TypeError(f"codec must be a name, a codec or an ErrorFeedback, not {type(codec).__name__}")
+    if send.dtype not in (np.float16, np.float32, np.float64):
+        raise TypeError(f"codecs compress float16/32/64 arrays, not {send.dtype}")
+    if op.name not in ("sum", "avg"):
+        raise ValueError(f"codecs compress sums and averages, not {op.name!r}")
+    if algorithm == "tree":
+        raise ValueError("tree does not compress (its messages are small, and every level would "
+                         "re-encode): use ring, hybrid or auto with a codec")
+    return codec
 
 
 def _array(name: str, buf) -> np.ndarray:

@@ -6,17 +6,21 @@ barrier; a sample is the slowest rank's time. The figure of merit is the median 
 repetitions of (algorithm time / native time in the same repetition), which survives the drift
 of a shared machine. busbw follows nccl-tests: algbw · 2(p-1)/p. ``#wrong`` counts elements
 that differ from native's result on exact-valued data, so it must be 0.
+
+With codecs (``-c fp16,int8,topk``) every algorithm also runs compressed, on normally
+distributed data (a codec's error on small integers says nothing), and ``error`` is the relative
+L2 distance to native's exact sum of the same data; ``#wrong`` is then -1.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from mpi4py import MPI
 
-from . import api, context, ops, timing
+from . import api, codecs, context, ops, timing
 from .progress import Progress
 
 __all__ = ["Settings", "run", "parse_size", "size_range", "ROW_DTYPE", "format_size"]
@@ -25,7 +29,7 @@ ROW_DTYPE = np.dtype([
     ("run", "i4"), ("size", "i8"), ("count", "i8"), ("dtype", "S16"), ("op", "S8"),
     ("algorithm", "S16"), ("ran", "S16"), ("codec", "S16"), ("ranks", "i4"), ("nodes", "i4"),
     ("iters", "i4"), ("time_us", "f8"), ("min_us", "f8"), ("max_us", "f8"), ("native_us", "f8"),
-    ("ratio", "f8"), ("algbw", "f8"), ("busbw", "f8"), ("wrong", "i8"),
+    ("ratio", "f8"), ("algbw", "f8"), ("busbw", "f8"), ("wrong", "i8"), ("error", "f8"),
 ])
 NATIVE = "native"
 TARGET_SAMPLE_SECONDS = 2e-3  # small messages repeat inside a sample so that it lasts about this
@@ -40,6 +44,12 @@ class Settings:
     iters: int = 15
     warmup: int = 3
     check: bool = True
+    codecs: list[str] = field(default_factory=list)  # names, "+ef" for error feedback; "none" = plain
+
+    @property
+    def methods(self) -> list[tuple[str, str]]:
+        """(algorithm, codec) pairs, codec "" for none."""
+        return [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
 
 
 def parse_size(text: str) -> int:
@@ -94,45 +104,82 @@ def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print
     for name in settings.algorithms:
         if name not in api.algorithms_available():
             raise ValueError(f"unknown algorithm {name!r}; choose from {api.algorithms_available()}")
+    codec_of = {method: make_codec(method[1]) for method in settings.methods}  # state: own each
+    for method, codec in codec_of.items():  # refuse what cannot run before measuring anything
+        api.check_codec(codec, np.empty(0, dtype), op, method[0])
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
     nodes = len(context.of(comm).topology.nodes)  # collective on first use: every rank, now
-    bar = Progress(len(settings.sizes) * len(settings.algorithms), enabled=root and progress)
+    bar = Progress(len(settings.sizes) * len(settings.methods), enabled=root and progress)
     rows = []
     if root:
         emit(header(settings, comm, nodes))
     for nbytes in settings.sizes:
         count = max(1, nbytes // dtype.itemsize)
-        x = exact_input(count, dtype, op.name, rank)
-        out = {name: np.empty_like(x) for name in [NATIVE, *settings.algorithms]}
-        calls = {NATIVE: lambda: comm.Allreduce(x, out[NATIVE], op=op.mpi)}
-        for name in settings.algorithms:
-            calls[name] = (lambda name: lambda: api.allreduce(x, out[name], op=op, algorithm=name,
-                                                              comm=comm))(name)
+        exact = exact_input(count, dtype, op.name, rank)
+        lossy = np.random.default_rng(rank).standard_normal(count).astype(dtype)
+        reference = np.empty_like(lossy)
+        comm.Allreduce(lossy, reference, op=op.mpi)
+        out = {NATIVE: np.empty_like(exact)}
+        calls = {NATIVE: lambda: comm.Allreduce(exact, out[NATIVE], op=op.mpi)}
+        for method in settings.methods:
+            x = lossy if method[1] else exact
+            out[method] = np.empty_like(x)
+            calls[method] = _call(x, out[method], op, method[0], codec_of[method], comm)
         samples = _measure(comm, calls, settings)
-        for name in settings.algorithms:
-            wrong = int(np.count_nonzero(out[name] != out[NATIVE])) if settings.check else -1
+        for algorithm, spec in settings.methods:
+            result = out[(algorithm, spec)]
+            if spec:
+                wrong, error = -1, _relative_error(result, reference)
+            else:
+                wrong = int(np.count_nonzero(result != out[NATIVE])) if settings.check else -1
+                error = _relative_error(result, out[NATIVE])
             wrong = comm.allreduce(wrong, op=MPI.MAX)
-            ran = api.choose_algorithm(x, op=op, algorithm=name, comm=comm)
-            row = _row(settings, x, name, ran, samples[name], samples[NATIVE], size, nodes, wrong)
+            error = comm.allreduce(error, op=MPI.MAX)
+            ran = api.choose_algorithm(exact, op=op, algorithm=algorithm, comm=comm,
+                                       codec=codec_of[(algorithm, spec)])
+            row = _row(settings, exact, algorithm, ran, spec, samples[(algorithm, spec)],
+                       samples[NATIVE], size, nodes, wrong, error)
             rows.append(row)
             if root:
                 bar.clear()
                 emit(format_row(row))
-            bar.step(f"{format_size(x.nbytes)} {name}")
+            bar.step(f"{format_size(exact.nbytes)} {algorithm} {spec}")
     bar.close()
     return np.array(rows, ROW_DTYPE) if root else np.empty(0, ROW_DTYPE)
 
 
+def make_codec(spec: str):
+    """'' -> None; 'int8' -> codec; 'int8+ef' -> ErrorFeedback(int8)."""
+    if not spec:
+        return None
+    name, _, feedback = spec.partition("+")
+    if feedback not in ("", "ef"):
+        raise ValueError(f"codec {spec!r}: the only suffix is '+ef' (error feedback)")
+    codec = codecs.get(name)
+    return codecs.ErrorFeedback(codec) if feedback else codec
+
+
+def _call(x, out, op, algorithm, codec, comm):
+    return lambda: api.allreduce(x, out, op=op, algorithm=algorithm, comm=comm, codec=codec)
+
+
+def _relative_error(result, reference) -> float:
+    scale = float(np.linalg.norm(reference.astype(np.float64)))
+    diff = float(np.linalg.norm(result.astype(np.float64) - reference))
+    return diff / scale if scale else diff
+
+
 def record_phases(settings: Settings, comm: MPI.Comm) -> list[timing.Record]:
-    """One recorded call per (size, algorithm): where the time goes, phase by phase."""
+    """One recorded call per (size, method): where the time goes, phase by phase."""
     dtype = np.dtype(settings.dtype)
     with timing.recording() as rec:
         for nbytes in settings.sizes:
             x = exact_input(max(1, nbytes // dtype.itemsize), dtype, settings.op, comm.Get_rank())
-            for name in settings.algorithms:
+            for algorithm, spec in settings.methods:
                 comm.Barrier()
-                api.allreduce(x, op=settings.op, algorithm=name, comm=comm)
+                api.allreduce(x, op=settings.op, algorithm=algorithm, comm=comm,
+                              codec=make_codec(spec))
     return rec.records
 
 
@@ -166,18 +213,18 @@ def _inner_repeats(comm, call) -> int:
     return int(min(1000, max(1, TARGET_SAMPLE_SECONDS // max(once, 1e-7))))
 
 
-def _row(settings, x, name, ran, times, native, size, nodes, wrong):
+def _row(settings, x, name, ran, codec, times, native, size, nodes, wrong, error):
     median = float(np.median(times))
     algbw = x.nbytes / median / 1e9
-    return (0, x.nbytes, x.size, x.dtype.name, settings.op, name, ran, "", size, nodes,
+    return (0, x.nbytes, x.size, x.dtype.name, settings.op, name, ran, codec, size, nodes,
             settings.iters, median * 1e6, times.min() * 1e6, times.max() * 1e6,
             float(np.median(native)) * 1e6, float(np.median(times / native)),
-            algbw, algbw * (2 * (size - 1) / size if size > 1 else 1.0), wrong)
+            algbw, algbw * (2 * (size - 1) / size if size > 1 else 1.0), wrong, error)
 
 
-COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "time(us)", "algbw(GB/s)",
-           "busbw(GB/s)", "native(us)", "ratio", "#wrong")
-WIDTHS = (12, 11, 9, 6, 10, 8, 11, 12, 12, 11, 7, 7)
+COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "codec", "time(us)",
+           "algbw(GB/s)", "busbw(GB/s)", "native(us)", "ratio", "#wrong", "error")
+WIDTHS = (12, 11, 9, 6, 10, 8, 10, 11, 12, 12, 11, 7, 7, 9)
 
 
 def header(settings: Settings, comm: MPI.Comm, nodes: int) -> str:
@@ -191,8 +238,8 @@ def header(settings: Settings, comm: MPI.Comm, nodes: int) -> str:
 
 
 def format_row(row) -> str:
-    (_, nbytes, count, dtype, op, name, ran, _, _, _, _, t, _, _, native, ratio, algbw, busbw,
-     wrong) = row
-    cells = (nbytes, count, dtype, op, name, ran, f"{t:.1f}", f"{algbw:.3f}", f"{busbw:.3f}",
-             f"{native:.1f}", f"{ratio:.2f}", wrong)
+    (_, nbytes, count, dtype, op, name, ran, codec, _, _, _, t, _, _, native, ratio, algbw, busbw,
+     wrong, error) = row
+    cells = (nbytes, count, dtype, op, name, ran, codec or "-", f"{t:.1f}", f"{algbw:.3f}",
+             f"{busbw:.3f}", f"{native:.1f}", f"{ratio:.2f}", wrong, f"{error:.1e}")
     return "".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS))

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("-x", "--warmup", type=int, default=3, help="warm-up calls per method (default 3)")
     bench.add_argument("-a", "--algorithms", default="ring,tree,hybrid,auto",
                        help="comma-separated (default %(default)s)")
+    bench.add_argument("-c", "--codecs", default="none",
+                       help="comma-separated codecs to run every algorithm with, 'none' for plain, "
+                            "NAME+ef for error feedback, e.g. none,fp16,int8,topk (default none)")
     bench.add_argument("-d", "--dtype", default="float32", help="NumPy dtype (default float32)")
     bench.add_argument("-o", "--op", default="sum", help="sum, prod, min, max (default sum)")
     bench.add_argument("--no-check", action="store_true", help="skip the #wrong comparison")
@@ -80,7 +83,7 @@ def _bench(args) -> int:
         sizes=bench.size_range(args.sizes, args.factor),
         algorithms=[a for a in args.algorithms.split(",") if a],
         dtype=args.dtype, op=args.op, iters=args.iters, warmup=args.warmup,
-        check=not args.no_check)
+        check=not args.no_check, codecs=[c for c in args.codecs.split(",") if c])
     if settings.iters < 1 or settings.warmup < 0:
         raise ValueError("iterations must be >= 1 and warm-up >= 0")
     comm = MPI.COMM_WORLD

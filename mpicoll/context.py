@@ -22,21 +22,21 @@ MAX_PLANS = 64
 
 
 class Plan:
-    """A schedule for one (count, dtype size, options) plus reusable scratch buffers."""
+    """A schedule for one (count, dtype size, options, codec) plus reusable scratch buffers."""
 
     def __init__(self, schedule: Schedule):
         self.schedule = schedule
-        self._spare: list[np.ndarray] = []
+        self._spare: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def take_tmp(self, dtype: np.dtype) -> np.ndarray:
-        """Scratch for one execution; several in flight at once each get their own."""
-        for i, tmp in enumerate(self._spare):
+    def take_scratch(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """(tmp, wire) for one execution; several in flight at once each get their own."""
+        for i, (tmp, wire) in enumerate(self._spare):
             if tmp.dtype == dtype:
                 return self._spare.pop(i)
-        return np.empty(self.schedule.tmp_count, dtype)
+        return np.empty(self.schedule.tmp_count, dtype), np.empty(self.schedule.wire_nbytes, np.uint8)
 
-    def give_back(self, tmp: np.ndarray) -> None:
-        self._spare.append(tmp)
+    def give_back(self, scratch: tuple[np.ndarray, np.ndarray]) -> None:
+        self._spare.append(scratch)
 
 
 class Context:
@@ -56,12 +56,20 @@ class Context:
             self._topology = algorithm.Topology(self.rank, self.size, nodes)
         return self._topology
 
-    def plan(self, name: str, count: int, options: algorithm.Options) -> Plan:
-        """The cached plan (the MAX_PLANS most recently used are kept, with their scratch)."""
-        key = (name, count, options)
+    def plan(self, name: str, count: int, options: algorithm.Options, codec=None,
+             feedback: bool = False, average: bool = False) -> Plan:
+        """The cached plan (the MAX_PLANS most recently used are kept, with their scratch).
+
+        ``codec`` is a dense codec whose frames the plan sizes its slots for; its configuration
+        is part of the key.
+        """
+        config = None if codec is None else tuple(sorted(codec.get_config().items()))
+        key = (name, count, options, config, feedback, average)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = Plan(algorithm.plan(name, self.topology, count, options))
+            frames = None if codec is None else algorithm.Frames(codec, np.dtype(options.dtype))
+            schedule = algorithm.plan(name, self.topology, count, options, frames, feedback, average)
+            plan = self._plans[key] = Plan(schedule)
             if len(self._plans) > MAX_PLANS:
                 self._plans.popitem(last=False)
         else:

@@ -2,14 +2,69 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from mpi4py import MPI
 
 from .ops import Op
-from .schedule import Reduce, Region, Round, Schedule, Send
+from .schedule import Copy, Decode, Encode, Reduce, Region, Round, Scale, Schedule, Send, Zero
 from .timing import Record
 
-__all__ = ["Execution"]
+__all__ = ["Buffers", "Execution", "run_local"]
+
+
+class Buffers:
+    """The arrays a schedule's regions name, bound for one execution.
+
+    ``wire`` regions count bytes, all others elements of the user's dtype.
+    """
+
+    def __init__(self, send: np.ndarray, recv: np.ndarray, tmp: np.ndarray,
+                 wire: np.ndarray | None = None, residual: np.ndarray | None = None):
+        self.arrays = {"send": send, "recv": recv, "tmp": tmp, "wire": wire, "residual": residual}
+        self._bytes = {name: a.view(np.uint8) for name, a in self.arrays.items() if a is not None}
+        self._itemsize = {name: a.itemsize for name, a in self.arrays.items() if a is not None}
+
+    def view(self, r: Region) -> np.ndarray:
+        return self.arrays[r.buf][r.start:r.stop]
+
+    def raw(self, r: Region) -> np.ndarray:
+        """Bytes of a region: MPI moves bytes, so every NumPy dtype travels the same way."""
+        n = self._itemsize[r.buf]
+        return self._bytes[r.buf][r.start * n:r.stop * n]
+
+
+def run_local(steps, bufs: Buffers, op: Op, codec=None) -> None:
+    """Apply a round's local steps in order (shared by the engine and the simulator)."""
+    view = bufs.view
+    with np.errstate(all="ignore"):  # overflow to inf / wrap-around is the MPI result too
+        for step in steps:
+            if isinstance(step, Reduce):
+                op.kernel(view(step.left), view(step.right), out=view(step.dst))
+            elif isinstance(step, Decode):
+                if step.add:
+                    codec.decode_add(view(step.src), view(step.dst))
+                else:
+                    codec.decode(view(step.src), out=view(step.dst))
+            elif isinstance(step, Encode):
+                _encode(step, bufs, codec)
+            elif isinstance(step, Copy):
+                np.copyto(view(step.dst), view(step.src))
+            elif isinstance(step, Scale):
+                np.multiply(view(step.src), step.factor, out=view(step.dst), casting="unsafe")
+            elif isinstance(step, Zero):
+                view(step.dst)[...] = 0
+
+
+def _encode(step: Encode, bufs: Buffers, codec) -> None:
+    values, slot = bufs.view(step.src), bufs.view(step.dst)
+    frame = codec.encode(values, out=slot)
+    if frame.size != slot.size:  # dense frames have exactly the size the plan gave their slot
+        raise RuntimeError(f"{codec!r} wrote {frame.size} bytes into a {slot.size}-byte slot")
+    residual = bufs.arrays["residual"]
+    if residual is not None:  # error feedback: this rank owes what its frame did not carry
+        residual[step.src.start:step.src.stop] += values - codec.decode(frame)
 
 
 class Execution:
@@ -20,17 +75,17 @@ class Execution:
     the tag the caller reserved, so several executions can be in flight on one communicator.
     """
 
-    def __init__(self, schedule: Schedule, op: Op, comm: MPI.Comm, tag: int,
-                 send: np.ndarray, recv: np.ndarray, tmp: np.ndarray, record: Record | None = None):
+    def __init__(self, schedule: Schedule, op: Op, comm: MPI.Comm, tag: int, bufs: Buffers,
+                 codec=None, record: Record | None = None):
         self.schedule = schedule
-        self._record = record  # timing: phases are filled in as rounds finish
-        self._mark = record.t0 if record is not None else 0.0  # end of the last timed round
         self._op = op
         self._comm = comm
         self._tag = tag
-        self._arrays = {"send": send, "recv": recv, "tmp": tmp}
-        self._bytes = {name: a.view(np.uint8) for name, a in self._arrays.items()}
-        self._itemsize = recv.itemsize
+        self._bufs = bufs
+        self._codec = codec
+        self._record = record  # timing: phases are filled in as rounds finish
+        if record is not None:  # a later stage of the same collective continues the clock
+            self._mark = record.t0 if math.isnan(record.t1) else record.t1
         self._next = 0          # index of the next round to start
         self._pending = None    # requests of the round in flight
         if not schedule.rounds:
@@ -60,25 +115,17 @@ class Execution:
             self._finish(self.schedule.rounds[self._next - 1])
 
     def _start(self, rnd: Round) -> None:
-        comm, tag = self._comm, self._tag
+        comm, tag, raw = self._comm, self._tag, self._bufs.raw
         # Receives first: a message that finds its receive posted skips the unexpected queue.
-        reqs = [comm.Irecv(self._wire(t.region), t.peer, tag)
-                for t in rnd.transfers if not isinstance(t, Send)]
-        reqs += [comm.Isend(self._wire(t.region), t.peer, tag)
-                 for t in rnd.transfers if isinstance(t, Send)]
+        reqs = [comm.Irecv(raw(t.region), t.peer, tag) for t in rnd.transfers if not isinstance(t, Send)]
+        reqs += [comm.Isend(raw(t.region), t.peer, tag) for t in rnd.transfers if isinstance(t, Send)]
         self._pending = reqs
         self._next += 1
 
     def _finish(self, rnd: Round) -> None:
         self._pending = None
         if rnd.local:
-            view = self._view
-            with np.errstate(all="ignore"):  # overflow to inf / wrap-around is the MPI result too
-                for step in rnd.local:
-                    if isinstance(step, Reduce):
-                        self._op.kernel(view(step.left), view(step.right), out=view(step.dst))
-                    else:
-                        np.copyto(view(step.dst), view(step.src))
+            run_local(rnd.local, self._bufs, self._op, self._codec)
         if self._record is not None:
             # A phase is charged from the end of the previous round to the end of its own.
             now, phases = MPI.Wtime(), self._record.phases
@@ -90,11 +137,3 @@ class Execution:
     def _finished(self) -> None:
         if self._record is not None:
             self._record.t1 = self._mark if self.schedule.rounds else MPI.Wtime()
-
-    def _view(self, r: Region) -> np.ndarray:
-        return self._arrays[r.buf][r.start:r.stop]
-
-    def _wire(self, r: Region) -> np.ndarray:
-        """Bytes of a region: MPI moves bytes, so every NumPy dtype travels the same way."""
-        n = self._itemsize
-        return self._bytes[r.buf][r.start * n:r.stop * n]

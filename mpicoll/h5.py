@@ -30,7 +30,7 @@ from .timing import Record
 
 __all__ = ["provenance", "write", "RECORD_DTYPE", "PHASE_DTYPE", "LAYOUT_VERSION"]
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: /bench gained the "error" column
 TUNING_PREFIXES = ("MPICOLL_", "MPIR_CVAR_", "MPICH_", "HYDRA_", "OMPI_MCA_", "PRTE_MCA_",
                    "FI_", "UCX_", "I_MPI_", "CUDA_VISIBLE_DEVICES")
 

@@ -20,6 +20,7 @@ class Op:
     kernel: Callable[..., np.ndarray]
     commutative: bool = True
     orders_values: bool = False  # min/max compare values, so complex numbers have no meaning here
+    average: bool = False        # a sum of inputs divided by p first (floating dtypes only)
 
 
 _OPS = {
@@ -29,12 +30,16 @@ _OPS = {
         Op("prod", MPI.PROD, np.multiply),
         Op("min", MPI.MIN, np.minimum, orders_values=True),
         Op("max", MPI.MAX, np.maximum, orders_values=True),
+        Op("avg", MPI.SUM, np.add, average=True),
     )
 }
 
 
 def resolve(op: str | MPI.Op | Op) -> Op:
-    """Return the Op for a name ("sum", "prod", "min", "max") or a predefined MPI.Op."""
+    """Return the Op for a name ("sum", "prod", "min", "max", "avg") or a predefined MPI.Op.
+
+    MPI has no average: MPI.SUM always means "sum".
+    """
     if isinstance(op, Op):
         return op
     if isinstance(op, str):
@@ -44,7 +49,7 @@ def resolve(op: str | MPI.Op | Op) -> Op:
             raise ValueError(f"unknown op {op!r}; choose one of {sorted(_OPS)}") from None
     if isinstance(op, MPI.Op):
         for known in _OPS.values():
-            if op == known.mpi:
+            if op == known.mpi and not known.average:
                 return known
         raise ValueError(f"unsupported MPI.Op {op!r}; supported: MPI.SUM, MPI.PROD, MPI.MIN, MPI.MAX")
     raise TypeError(f"op must be a name or an mpi4py.MPI.Op, not {type(op).__name__}")
@@ -56,3 +61,5 @@ def check_dtype(dtype: np.dtype, op: Op) -> None:
         raise TypeError(f"cannot reduce dtype {dtype}: only integer, floating and complex dtypes")
     if dtype.kind == "c" and op.orders_values:
         raise TypeError(f"op {op.name!r} is undefined for complex dtype {dtype}")
+    if op.average and dtype.kind not in "fc":
+        raise TypeError(f"op 'avg' needs a floating or complex dtype, not {dtype}")

@@ -3,8 +3,10 @@
 A schedule names buffer regions, never arrays, so one plan serves every call with the same
 (communicator, algorithm, count, element size, tunables): the engine binds it to the
 caller's buffers.
-Three buffers exist: ``send`` (this rank's contribution, never written unless it is also
-``recv``), ``recv`` (the result) and ``tmp`` (scratch, ``Schedule.tmp_count`` elements).
+Buffers: ``send`` (this rank's contribution, never written unless it is also ``recv``),
+``recv`` (the result), ``tmp`` (scratch, ``Schedule.tmp_count`` elements), and for compressed
+schedules ``wire`` (frame slots, ``Schedule.wire_nbytes`` bytes; its regions count bytes) and
+``residual`` (what error feedback still owes, the shape of ``recv``).
 
 A round posts all its receives and sends, waits for them, then runs its local steps in
 order. Rounds are the unit the engine advances, which is what lets a nonblocking request
@@ -17,9 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Union
 
-__all__ = ["Region", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "Builder", "split"]
+__all__ = ["Region", "Send", "Recv", "Reduce", "Copy", "Scale", "Zero", "Encode", "Decode", "Round",
+           "Schedule", "Builder", "split"]
 
-BufferName = Literal["send", "recv", "tmp"]
+BufferName = Literal["send", "recv", "tmp", "wire", "residual"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,40 @@ class Copy:
     src: Region
 
 
+@dataclass(frozen=True)
+class Scale:
+    """``dst = src * factor`` (averages divide before summing, so low precision cannot overflow)."""
+
+    dst: Region
+    src: Region
+    factor: float
+
+
+@dataclass(frozen=True)
+class Zero:
+    dst: Region
+
+
+@dataclass(frozen=True)
+class Encode:
+    """Encode ``src`` into the frame slot ``dst`` (a ``wire`` region). With error feedback, what
+    the frame loses is added to ``residual`` at ``src``'s positions: this rank owes it."""
+
+    dst: Region
+    src: Region
+
+
+@dataclass(frozen=True)
+class Decode:
+    """``dst = decoded frame``, or ``dst += decoded frame`` with ``add``."""
+
+    dst: Region
+    src: Region
+    add: bool = False
+
+
 Transfer = Union[Send, Recv]
-Local = Union[Reduce, Copy]
+Local = Union[Reduce, Copy, Scale, Zero, Encode, Decode]
 
 
 @dataclass(frozen=True)
@@ -78,6 +113,7 @@ class Schedule:
     count: int
     rounds: tuple[Round, ...]
     tmp_count: int
+    wire_nbytes: int = 0
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -100,6 +136,7 @@ class Builder:
 
     rounds: list[Round] = field(default_factory=list)
     tmp_count: int = 0
+    wire_nbytes: int = 0
     _phases: list[str] = field(default_factory=list)
 
     @contextmanager
@@ -114,7 +151,7 @@ class Builder:
     def round(self, transfers=(), local=()) -> None:
         """Append a round, dropping empty transfers and steps (count < p gives empty chunks)."""
         transfers = tuple(t for t in transfers if len(t.region))
-        local = tuple(s for s in local if len(s.dst))
+        local = tuple(s for s in local if len(s.src if isinstance(s, Encode) else s.dst))
         if transfers or local:
             self.rounds.append(Round(transfers, local, "/".join(self._phases)))
 
@@ -122,8 +159,14 @@ class Builder:
         """Reserve ``count`` elements of scratch (phases run one after another and share it)."""
         self.tmp_count = max(self.tmp_count, count)
 
+    def wire(self, nbytes: int) -> Region:
+        """A fresh frame slot of ``nbytes`` (slots are never shared: each chunk keeps its own)."""
+        slot = Region("wire", self.wire_nbytes, self.wire_nbytes + nbytes)
+        self.wire_nbytes += nbytes
+        return slot
+
     def build(self, algorithm: str, count: int) -> Schedule:
-        return Schedule(algorithm, count, tuple(self.rounds), self.tmp_count)
+        return Schedule(algorithm, count, tuple(self.rounds), self.tmp_count, self.wire_nbytes)
 
 
 def split(start: int, stop: int, parts: int) -> list[tuple[int, int]]:

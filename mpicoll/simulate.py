@@ -11,8 +11,9 @@ from collections import Counter, defaultdict, deque
 
 import numpy as np
 
+from .engine import Buffers, run_local
 from .ops import Op
-from .schedule import Copy, Recv, Reduce, Region, Round, Schedule, Send
+from .schedule import Recv, Round, Schedule, Send
 
 __all__ = ["simulate", "ScheduleError"]
 
@@ -21,15 +22,21 @@ class ScheduleError(AssertionError):
     """The schedules cannot run correctly together."""
 
 
-def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op,
-             inplace: bool = False) -> list[np.ndarray]:
-    """Each rank's result. Sends are buffered when posted, as an eager MPI would."""
+def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplace: bool = False,
+             codec=None, residuals: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """Each rank's result. Sends are buffered when posted, as an eager MPI would.
+
+    ``codec`` runs compressed schedules; ``residuals`` (one per rank, updated in place) are
+    their error-feedback state.
+    """
     size = len(schedules)
     bufs = []
-    for s, x in zip(schedules, inputs):
+    for r, (s, x) in enumerate(zip(schedules, inputs)):
         send = x.copy()
         recv = send if inplace else np.full_like(send, 99)  # garbage that must be overwritten
-        bufs.append({"send": send, "recv": recv, "tmp": np.full(s.tmp_count, 77, x.dtype)})
+        bufs.append(Buffers(send, recv, np.full(s.tmp_count, 77, x.dtype),
+                            np.full(s.wire_nbytes, 0xEE, np.uint8),
+                            None if residuals is None else residuals[r]))
     channels: dict[tuple[int, int], deque] = defaultdict(deque)
     position = [0] * size
     posted = [False] * size
@@ -43,7 +50,7 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op,
                 _check_hazards(r, rnd)
                 for t in rnd.transfers:
                     if isinstance(t, Send):
-                        channels[(r, t.peer)].append(_view(bufs[r], t.region).copy())
+                        channels[(r, t.peer)].append(bufs[r].view(t.region).copy())
                 posted[r] = progressed = True
             wanted = Counter(t.peer for t in rnd.transfers if isinstance(t, Recv))
             if all(len(channels[(peer, r)]) >= n for peer, n in wanted.items()):
@@ -53,8 +60,8 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op,
                         if len(data) != len(t.region):
                             raise ScheduleError(f"rank {r} expects {len(t.region)} elements from "
                                                 f"{t.peer}, gets {len(data)}")
-                        _view(bufs[r], t.region)[...] = data
-                _run_local(bufs[r], rnd, op)
+                        bufs[r].view(t.region)[...] = data
+                run_local(rnd.local, bufs[r], op, codec)
                 position[r] += 1
                 posted[r] = False
                 progressed = True
@@ -64,25 +71,13 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op,
     leftovers = {k: len(v) for k, v in channels.items() if v}
     if leftovers:
         raise ScheduleError(f"messages sent but never received: {leftovers}")
-    return [b["recv"] for b in bufs]
-
-
-def _view(bufs, region: Region) -> np.ndarray:
-    return bufs[region.buf][region.start:region.stop]
-
-
-def _run_local(bufs, rnd: Round, op: Op) -> None:
-    for step in rnd.local:
-        if isinstance(step, Reduce):
-            op.kernel(_view(bufs, step.left), _view(bufs, step.right), out=_view(bufs, step.dst))
-        elif isinstance(step, Copy):
-            _view(bufs, step.dst)[...] = _view(bufs, step.src)
+    return [b.arrays["recv"] for b in bufs]
 
 
 def _check_hazards(rank: int, rnd: Round) -> None:
     """MPI may read a send buffer, or write a receive buffer, at any time until the wait."""
     def key(region):  # send and recv alias when in place, so they count as one buffer
-        return "tmp" if region.buf == "tmp" else "user"
+        return "user" if region.buf in ("send", "recv") else region.buf
     recvs = [t.region for t in rnd.transfers if isinstance(t, Recv)]
     for i, a in enumerate(recvs):
         for b in recvs[i + 1:] + [t.region for t in rnd.transfers if isinstance(t, Send)]:

@@ -17,7 +17,7 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
     assert "# mpicoll bench: 3 ranks" in out and "#wrong" in out
     mpirun(2, "-m", "mpicoll", "bench", *SMALL, "-a", "tree", "--output", str(path))
     with h5py.File(path) as f:
-        assert f.attrs["mpicoll_layout_version"] == 1
+        assert f.attrs["mpicoll_layout_version"] == 2
         assert sorted(f["runs"]) == ["1", "2"]
         first = dict(f["runs/1"].attrs)
         assert first["jobsize"] == 3 and first["mpi_library"] == "MPICH"

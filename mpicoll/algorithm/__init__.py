@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schedule import Builder, Copy, Region, Schedule
+import numpy as np
+
+from ..schedule import Builder, Copy, Reduce, Region, Scale, Schedule, Zero
 from . import hybrid, ring, tree
 
-__all__ = ["Topology", "Options", "NAMES", "plan"]
+__all__ = ["Topology", "Options", "Frames", "NAMES", "plan"]
 
 _MODULES = {m.NAME: m for m in (ring, tree, hybrid)}
 NAMES = tuple(_MODULES)
@@ -31,19 +33,45 @@ class Options:
     """Tunables that change a plan (and so belong to its cache key)."""
 
     segment_bytes: int
-    itemsize: int
+    dtype: str
 
     @property
     def segment(self) -> int:
         """Tree segment in elements (at least one)."""
-        return max(1, self.segment_bytes // self.itemsize)
+        return max(1, self.segment_bytes // np.dtype(self.dtype).itemsize)
 
 
-def plan(name: str, topo: Topology, count: int, options: Options) -> Schedule:
-    """Plan ``name`` for this rank. A lone rank only copies its input (nothing else to add)."""
+@dataclass(frozen=True)
+class Frames:
+    """How big a dense codec's frame of n elements is: what a compressed plan sizes slots by."""
+
+    codec: object
+    dtype: object
+
+    def nbytes(self, count: int) -> int:
+        return self.codec.max_frame_nbytes(count, self.dtype)
+
+
+def plan(name: str, topo: Topology, count: int, options: Options, frames: Frames | None = None,
+         feedback: bool = False, average: bool = False) -> Schedule:
+    """Plan ``name`` for this rank.
+
+    A prologue prepares this rank's contribution in ``recv`` when it is not ``send`` as given:
+    error feedback adds what earlier calls still owe (and starts owing anew), an average divides
+    by p first. A lone rank only copies its input: there is nothing to add, nothing to compress.
+    """
+    b = Builder()
+    src, everything = "send", (0, count)
+    if feedback:
+        b.round(local=[Reduce(Region("recv", *everything), Region("send", *everything),
+                              Region("residual", *everything)), Zero(Region("residual", *everything))])
+        src = "recv"
+    if average:
+        b.round(local=[Scale(Region("recv", *everything), Region(src, *everything), 1 / topo.size)])
+        src = "recv"
     if topo.size == 1:
-        b = Builder()
-        b.round(local=[Copy(Region("recv", 0, count), Region("send", 0, count))])
+        if src == "send":
+            b.round(local=[Copy(Region("recv", *everything), Region("send", *everything))])
     else:
-        b = _MODULES[name].plan(topo, count, options)
+        _MODULES[name].plan(b, topo, count, options, src, frames)
     return b.build(name, count)

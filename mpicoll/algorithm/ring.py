@@ -8,6 +8,7 @@ same bits. Needs a commutative op: chunk ``i`` is reduced in ring order starting
 from __future__ import annotations
 
 from ..schedule import Builder, Recv, Reduce, Region, Send, split
+from . import compressed
 
 NAME = "ring"
 
@@ -53,7 +54,9 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
     allgather(b, group, me, chunks)
 
 
-def plan(topo, count: int, options) -> Builder:
-    b = Builder()
-    allreduce(b, list(range(topo.size)), topo.rank, 0, count, "send")
-    return b
+def plan(b: Builder, topo, count: int, options, src: str, frames) -> None:
+    group = list(range(topo.size))
+    if frames is None:
+        allreduce(b, group, topo.rank, 0, count, src)
+    else:
+        compressed.allreduce(b, group, topo.rank, 0, count, src, frames)

@@ -82,7 +82,7 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
         bcast(b, group, me, start, stop, segment)
 
 
-def plan(topo, count: int, options) -> Builder:
-    b = Builder()
-    allreduce(b, list(range(topo.size)), topo.rank, 0, count, "send", options.segment)
-    return b
+def plan(b: Builder, topo, count: int, options, src: str, frames) -> None:
+    if frames is not None:  # the API refuses this combination before anything is sent
+        raise ValueError("tree does not compress: use ring or hybrid with a codec")
+    allreduce(b, list(range(topo.size)), topo.rank, 0, count, src, options.segment)

@@ -1,0 +1,41 @@
+"""Compression codecs: self-describing frames for what travels in a compressed allreduce.
+
+``get(name, **params)`` builds a codec, ``available()`` lists them, ``decode(frame)`` decodes any
+codec's frame, ``ErrorFeedback(codec)`` keeps what a lossy codec did not send. The interface is
+specified in :mod:`mpicoll.codecs.abc`, the header in :mod:`mpicoll.codecs.wire`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from . import wire
+from .abc import Codec
+from .feedback import ErrorFeedback
+from .registry import available, class_for_id, from_config, get
+from .wire import CodecError
+
+__all__ = ["Codec", "CodecError", "ErrorFeedback", "available", "decode", "decode_add",
+           "from_config", "get"]
+
+
+@cache
+def _decoder(codec_id: int) -> Codec:
+    """One default instance per codec: decoding needs no parameters and touches no state."""
+    return class_for_id(codec_id)()
+
+
+def _codec_for(frame) -> Codec:
+    return _decoder(wire.peek_codec_id(wire.frame_bytes(frame)))
+
+
+def decode(frame, out=None) -> np.ndarray:
+    """Decode a frame of any registered codec."""
+    return _codec_for(frame).decode(frame, out)
+
+
+def decode_add(frame, acc: np.ndarray) -> np.ndarray:
+    """Add the values of a frame of any registered codec into ``acc``."""
+    return _codec_for(frame).decode_add(frame, acc)

@@ -1,0 +1,143 @@
+"""Compressed allreduce cases, run on every rank under mpiexec (see tests/test_compressed.py).
+
+Lossy results cannot equal MPI's bit for bit; they must be the same bits on every rank, within
+each codec's error bound of MPI's exact sum, and with error feedback nothing may be lost:
+result + sum of residuals == sum of what was given.
+"""
+
+import time
+
+import numpy as np
+import pytest
+from allreduce_cases import WORLD, assert_everywhere, native, same_on_all_ranks
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import codecs, timing
+
+ALGORITHMS = ["ring", "hybrid", "auto"]
+DENSE = {"fp16": 2e-3, "bf16": 2e-2, "int8": 3e-2}  # relative L2 error bounds on normal data
+SPARSE = ["topk", "threshold"]
+
+
+def normal(count, seed=0, dtype="f4"):
+    return np.random.default_rng([WORLD.Get_rank(), count, seed]).standard_normal(count).astype(dtype)
+
+
+def rel_error(out, ref):
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("name", list(DENSE))
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+def test_dense_codecs_agree_and_stay_close(algorithm, name, dtype):
+    p = WORLD.Get_size()
+    for count in (0, 1, p - 1, p + 1, 1000, 100_003):
+        for inplace in (False, True):
+            x = normal(count, dtype=dtype)
+            ref = native(WORLD, x, "sum")
+            out = mpicoll.allreduce(x, x if inplace else None, codec=name, algorithm=algorithm)
+            agree = same_on_all_ranks(WORLD, out)
+            assert agree, f"ranks differ ({name}, {algorithm}, count={count})"
+            err = rel_error(out, ref) if count else 0.0
+            assert_everywhere(WORLD, err <= DENSE[name] or p == 1 and err == 0,
+                              f"{name} error {err:.2e} > {DENSE[name]} at count {count}")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("name", SPARSE)
+def test_sparse_codecs_keep_the_largest_values(algorithm, name):
+    """Top-10% of each rank: the result equals the exact sum of every rank's kept values."""
+    x = normal(20_000)
+    codec = codecs.get(name, **({"ratio": 0.1} if name == "topk" else {"density": 0.1}))
+    kept = codec.decode(codec.encode(x)) if name == "topk" else None  # threshold is stateful
+    with timing.recording() as rec:
+        out = mpicoll.allreduce(x, codec=codec, algorithm=algorithm)
+    assert same_on_all_ranks(WORLD, out)
+    if WORLD.Get_size() == 1:  # nothing travels, so nothing is compressed
+        assert np.array_equal(out, x)
+    elif kept is not None:
+        ref = native(WORLD, kept.astype("f4"), "sum")
+        assert_everywhere(WORLD, np.allclose(out, ref, rtol=1e-6, atol=1e-6), "not the kept values' sum")
+    assert rec.records[0].codec == name
+
+
+def test_sparse_falls_back_to_dense_when_frames_outweigh_it():
+    """Frames of every value (4-byte values + index bytes) outweigh a dense ring's 2·n bytes at
+    any p >= 2: the exact ring runs instead, and says so."""
+    x = normal(5000)
+    with timing.recording() as rec:
+        out = mpicoll.allreduce(x, codec=codecs.get("topk", ratio=1.0, value_dtype=None))
+    ref = native(WORLD, x, "sum")
+    if WORLD.Get_size() > 1:
+        assert rec.records[0].codec == "topk:dense-fallback"
+        assert_everywhere(WORLD, np.allclose(out, ref, rtol=1e-5, atol=1e-5), "fallback not exact")
+
+
+@pytest.mark.parametrize("name", ["int8", "fp16", "sign", "topk"])
+@pytest.mark.parametrize("algorithm", ["ring", "hybrid"])
+def test_error_feedback_loses_nothing(name, algorithm):
+    """result + Σ residuals == Σ (x + old residual), step after step."""
+    ef = codecs.ErrorFeedback(codecs.get(name))
+    owed = np.zeros(3001, "f8")
+    for step in range(4):
+        x = normal(3001, seed=step, dtype="f8")
+        given = native(WORLD, x + owed, "sum")
+        out = mpicoll.allreduce(x, codec=ef, algorithm=algorithm)
+        owed = ef.residual.copy()
+        total = native(WORLD, owed, "sum")
+        assert_everywhere(WORLD, np.allclose(out + total, given, rtol=0, atol=1e-9),
+                          f"step {step}: lost {np.abs(out + total - given).max()}")
+
+
+def test_average_predivides():
+    """fp16 sums of values near its maximum overflow; dividing first keeps them finite."""
+    x = np.full(1000, 60000.0, "f4")
+    out = mpicoll.allreduce(x, op="avg", codec="fp16")
+    assert_everywhere(WORLD, np.isfinite(out).all() and np.allclose(out, 60000, rtol=1e-3),
+                      "average overflowed")
+    plain = mpicoll.allreduce(normal(77), op="avg")
+    assert_everywhere(WORLD, np.allclose(plain, native(WORLD, normal(77), "sum") / WORLD.Get_size(),
+                                         rtol=1e-5, atol=1e-6), "avg != sum / p")
+
+
+def test_requests_with_codecs_in_flight_together():
+    """A sparse request has two stages; its second must not take a tag another request took.
+    Ranks start at skewed times, so that some finish a first stage before others start."""
+    for trial in range(10):
+        time.sleep(1e-4 * ((WORLD.Get_rank() * 7 + trial) % 5))
+        xs = [normal(n, seed=n) for n in (10_000, 7, 4096, 300)]
+        reqs = [mpicoll.iallreduce(x, codec=c) for x, c in zip(xs, ["int8", "topk", "fp16", "topk"])]
+        while not all([r.test() for r in reqs]):
+            pass
+        outs = [r.wait() for r in reqs]
+        assert all(same_on_all_ranks(WORLD, o) for o in outs)
+        assert [r.codec for r in reqs] == ["int8", "topk", "fp16", "topk"]
+
+
+def test_codec_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MPICOLL_CODEC", "fp16")
+    x = normal(1000)
+    with timing.recording() as rec:
+        mpicoll.allreduce(x)                      # float sum: compressed
+        mpicoll.allreduce(np.arange(5))           # integers: a codec cannot apply, so none does
+    assert [r.codec for r in rec.records] == ["fp16", ""]
+
+
+BAD = [
+    ("integers", dict(sendbuf=np.arange(10), codec="fp16"), TypeError),
+    ("complex", dict(sendbuf=np.ones(10, "c8"), codec="fp16"), TypeError),
+    ("max", dict(sendbuf=np.ones(10, "f4"), op="max", codec="int8"), ValueError),
+    ("tree", dict(sendbuf=np.ones(10, "f4"), algorithm="tree", codec="int8"), ValueError),
+    ("unknown", dict(sendbuf=np.ones(10, "f4"), codec="zip"), ValueError),
+    ("object", dict(sendbuf=np.ones(10, "f4"), codec=3), TypeError),
+]
+
+
+@pytest.mark.parametrize("case, kwargs, error", BAD, ids=[c[0] for c in BAD])
+def test_bad_codec_use_raises_before_sending(case, kwargs, error):
+    with pytest.raises(error):
+        mpicoll.allreduce(**kwargs)
+    x = np.ones(4, "f4")
+    assert np.array_equal(mpicoll.allreduce(x), native(WORLD, x, "sum"))

@@ -1,0 +1,547 @@
+"""Codecs, single process: round trips, error bounds, wire sizes, golden frames, error feedback."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mpicoll.codecs as codecs
+from mpicoll.codecs import CodecError, ErrorFeedback
+
+NAMES = ("fp16", "bf16", "int8", "topk", "threshold", "sign")
+DTYPES = (np.float16, np.float32, np.float64)
+SHAPES = ((0,), (1,), (7,), (1000,), (3, 5, 7), (), (2, 0, 3), (1, 1, 1, 1, 1, 1, 1, 2))
+GOLDEN = Path(__file__).parent / "data" / "codecs"
+
+
+def rand(shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# ---------------------------------------------------------------- interface
+
+
+def test_available_names():
+    assert set(codecs.available()) == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_round_trip_keeps_shape_and_dtype(name, dtype, shape):
+    codec = codecs.get(name)
+    x = rand(shape, dtype)
+    frame = codec.encode(x)
+    assert isinstance(frame, np.ndarray) and frame.dtype == np.uint8 and frame.ndim == 1
+    y = codec.decode(frame)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    for other in (bytes(frame), bytearray(frame), memoryview(frame)):
+        np.testing.assert_array_equal(codecs.decode(other), y)
+        np.testing.assert_array_equal(codecs.get(name).decode(other), y)
+    bound = codec.max_frame_nbytes(x.size, dtype, x.ndim)
+    assert frame.size == bound if codec.dense else frame.size <= bound
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_encode_into_out_and_decode_into_out(name):
+    codec = codecs.get(name)
+    x = rand((4, 300))
+    out = np.full(codec.max_frame_nbytes(x.size, x.dtype, x.ndim) + 10, 0xAB, np.uint8)
+    frame = codec.encode(x, out=out)
+    assert np.shares_memory(frame, out) and frame.ctypes.data == out.ctypes.data
+    target = np.empty_like(x)
+    assert codec.decode(frame, out=target) is target
+    np.testing.assert_array_equal(target, codec.decode(frame))
+    with pytest.raises(ValueError):
+        codec.encode(x, out=np.empty(10, np.uint8))
+    with pytest.raises(TypeError):
+        codec.encode(x, out=np.empty(10000, np.float32))
+    with pytest.raises(CodecError):
+        codec.decode(frame, out=np.empty((300, 4), np.float32))
+    with pytest.raises(CodecError):
+        codec.decode(frame, out=np.empty((4, 300), np.float64))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_inputs(name):
+    codec = codecs.get(name)
+    for bad in (np.arange(10), np.arange(10, dtype=np.int8), np.ones(3, np.complex64),
+                np.ones(3, bool), np.ones(3, ">f4")):
+        with pytest.raises(TypeError):
+            codec.encode(bad)
+    with pytest.raises(TypeError):
+        codec.encode([1.0, 2.0])
+    with pytest.raises(ValueError):
+        codec.encode(np.ones((10, 10), np.float32)[:, ::2])
+    with pytest.raises(TypeError):
+        codec.decode("not a frame")
+    frame = codec.encode(np.ones(10, np.float32))
+    with pytest.raises(TypeError):
+        codec.decode_add(frame, np.zeros(10, np.int32))
+    with pytest.raises(ValueError):
+        codec.decode_add(frame, np.zeros(20, np.float32)[::2])
+
+
+def test_unknown_codec_and_parameters():
+    with pytest.raises(ValueError, match="unknown codec"):
+        codecs.get("zstd")
+    with pytest.raises(TypeError):
+        codecs.get("fp16", block_size=3)
+    for name, params in (("int8", {"block_size": 0}), ("topk", {"ratio": 0}),
+                         ("topk", {"method": "fast"}), ("threshold", {"density": 1.5}),
+                         ("topk", {"value_dtype": "int8"}), ("sign", {"block_size": -1})):
+        with pytest.raises(ValueError):
+            codecs.get(name, **params)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_round_trip(name):
+    codec = codecs.get(name)
+    config = json.loads(json.dumps(codec.get_config()))
+    assert config["name"] == name
+    again = codecs.from_config(config)
+    assert type(again) is type(codec) and again.get_config() == codec.get_config()
+    assert codec.name == name and isinstance(codec.dense, bool)
+
+
+def test_config_keeps_parameters():
+    codec = codecs.get("int8", block_size=128, stochastic=True, seed=3)
+    assert codecs.from_config(codec.get_config()).get_config() == {
+        "name": "int8", "block_size": 128, "stochastic": True, "seed": 3}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_frames_describe_themselves(name):
+    """A codec built with other parameters, or the module, decodes a frame alone."""
+    params = {"int8": {"block_size": 32}, "sign": {"block_size": 32}, "topk": {"ratio": 0.2},
+              "threshold": {"density": 0.2}}.get(name, {})
+    x = rand(1000, np.float64)
+    frame = codecs.get(name, **params).encode(x)
+    np.testing.assert_array_equal(codecs.get(name).decode(frame), codecs.decode(frame))
+
+
+# ---------------------------------------------------------------- codec accuracy
+
+
+def test_fp16_relative_error_and_range():
+    x = rand(10000) * 100
+    y = codecs.get("fp16").decode(codecs.get("fp16").encode(x))
+    assert np.all(np.abs(y - x) <= 2.0**-11 * np.abs(x) + 2.0**-25)
+    special = np.array([70000.0, -1e6, np.inf, np.nan, 65504.0, -0.0], np.float32)
+    y = codecs.get("fp16").decode(codecs.get("fp16").encode(special))
+    np.testing.assert_array_equal(y, [np.inf, -np.inf, np.inf, np.nan, 65504.0, -0.0])
+
+
+def bf16_reference(value: float) -> int:
+    """Round a float32 to bfloat16 bits, written out the textbook way (one element at a time)."""
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    if (bits & 0x7FFFFFFF) > 0x7F800000:
+        return (bits >> 16) | 0x0040
+    upper, lower = bits >> 16, bits & 0xFFFF
+    if lower > 0x8000 or (lower == 0x8000 and upper & 1):
+        upper += 1
+    return upper
+
+
+def bits32(*patterns):
+    return np.array(patterns, np.uint32).view(np.float32)
+
+
+def test_bf16_bit_exact_against_reference():
+    specials = bits32(
+        0x00000000, 0x80000000, 0x3F800000, 0x3F808000, 0x3F818000, 0x3F808001, 0x3F80FFFF,
+        0x7F7FFFFF, 0x7F7F7FFF, 0x7F7F8000, 0xFF7F8000, 0x7F800000, 0xFF800000,
+        0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FBFFFFF, 0x7F808000, 0xFFFFFFFF,
+        0x00000001, 0x00008000, 0x00018000, 0x007FFFFF, 0x80008001)
+    rng = np.random.default_rng(1)
+    x = np.concatenate([specials, rng.integers(0, 2**32, 20000, dtype=np.uint64)
+                        .astype(np.uint32).view(np.float32)])
+    frame = codecs.get("bf16").encode(x)
+    got = frame[-2 * x.size:].view("<u2")
+    expected = np.array([bf16_reference(v) for v in x.tolist()], np.uint16)
+    np.testing.assert_array_equal(got, expected)
+    y = codecs.get("bf16").decode(frame)
+    nan = np.isnan(x)
+    assert np.all(np.isnan(y[nan])) and not np.any(np.isnan(y[~nan]))
+    assert np.all(np.isinf(y[np.isinf(x)]))
+
+
+def test_bf16_from_float64_and_float16_goes_through_float32():
+    x = rand(1000, np.float64) * 1000
+    y = codecs.get("bf16").decode(codecs.get("bf16").encode(x))
+    z = codecs.get("bf16").decode(codecs.get("bf16").encode(x.astype(np.float32)))
+    assert y.dtype == np.float64
+    np.testing.assert_array_equal(y, z.astype(np.float64))
+    h = rand(1000, np.float16)
+    bf16 = codecs.get("bf16")
+    np.testing.assert_array_equal(bf16.decode(bf16.encode(h)),
+                                  bf16.decode(bf16.encode(h.astype(np.float32))).astype(np.float16))
+
+
+def block_scales(x, block):
+    flat = x.reshape(-1).astype(np.float64)
+    return np.array([np.abs(flat[i:i + block]).max() / 127 for i in range(0, flat.size, block)])
+
+
+@pytest.mark.parametrize("block", (1, 7, 64, 256, 1000))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int8_error_within_half_a_step(block, dtype):
+    x = (rand(2000, dtype) * np.repeat([1.0, 1e-3, 50.0, 1.0], 500)).astype(dtype)
+    codec = codecs.get("int8", block_size=block)
+    y = codec.decode(codec.encode(x)).astype(np.float64)
+    step = np.repeat(block_scales(x, block), block)[:x.size]
+    slack = 1e-6 * step + (np.finfo(dtype).eps * np.abs(x) if dtype == np.float16 else 0)
+    assert np.all(np.abs(y - x.astype(np.float64)) <= step / 2 + slack)
+
+
+def test_int8_zero_and_non_finite_blocks():
+    x = np.zeros(40, np.float32)
+    x[10:20] = rand(10)
+    x[25] = np.nan
+    x[33] = np.inf
+    y = codecs.get("int8", block_size=10).decode(codecs.get("int8", block_size=10).encode(x))
+    np.testing.assert_array_equal(y[:10], 0)
+    assert np.all(np.abs(y[10:20] - x[10:20]) <= np.abs(x[10:20]).max() / 254 * 1.0001)
+    assert np.all(np.isnan(y[20:40]))  # the blocks holding NaN and inf: never silently finite
+
+
+def test_int8_stochastic_rounding_is_unbiased_bounded_and_reproducible():
+    x = np.full(256, 0.3, np.float32)
+    x[0] = 1.0
+    step = 1 / 127
+    codec = codecs.get("int8", stochastic=True, seed=5)
+    ys = np.array([codec.decode(codec.encode(x)) for _ in range(400)])
+    assert np.all(np.abs(ys - x) < step * 1.0001)
+    assert abs(ys[:, 1:].mean() - 0.3) < 1e-3  # round to nearest would be off by 0.0015 forever
+    again = codecs.get("int8", stochastic=True, seed=5)
+    np.testing.assert_array_equal(again.decode(again.encode(x)), ys[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_topk_keeps_the_largest_magnitudes(dtype):
+    x = rand(5000, dtype, seed=3)
+    for method in ("exact", "sampled"):
+        codec = codecs.get("topk", ratio=0.013, method=method, value_dtype=None)
+        y = codec.decode(codec.encode(x))
+        kept = np.flatnonzero(y)
+        assert kept.size == math.ceil(0.013 * 5000)
+        assert np.abs(x[kept]).min() >= np.sort(np.abs(x))[-kept.size]
+        np.testing.assert_array_equal(y[kept], x[kept])
+
+
+def test_topk_k_is_ceil_of_ratio_times_count_and_at_least_one():
+    for ratio, n, k in ((0.07, 100, 7), (0.01, 1, 1), (0.5, 3, 2), (1.0, 9, 9), (1e-9, 10, 1)):
+        y = codecs.get("topk", ratio=ratio).decode(codecs.get("topk", ratio=ratio).encode(
+            np.arange(1, n + 1, dtype=np.float32)))
+        np.testing.assert_array_equal(np.flatnonzero(y), np.arange(n - k, n))
+
+
+def test_topk_sampled_agrees_with_exact():
+    rng = np.random.default_rng(4)
+    for x in (rng.standard_normal(200_000), rng.standard_t(2, 200_000), rng.random(200_000)):
+        exact = np.flatnonzero(codecs.get("topk", method="exact").decode(
+            codecs.get("topk", method="exact").encode(x)))
+        sampled = np.flatnonzero(codecs.get("topk", seed=0).decode(
+            codecs.get("topk", seed=0).encode(x)))
+        assert exact.size == sampled.size == 2000
+        assert np.intersect1d(exact, sampled).size >= 0.99 * exact.size
+
+
+def test_topk_sends_nan():
+    x = rand(1000)
+    x[500] = np.nan
+    for method in ("exact", "sampled"):
+        y = codecs.get("topk", method=method).decode(codecs.get("topk", method=method).encode(x))
+        assert np.isnan(y[500])
+
+
+@pytest.mark.parametrize("sample", ("normal", "laplace", "student"))
+def test_threshold_holds_its_density(sample):
+    rng = np.random.default_rng(6)
+    draw = {"normal": lambda: rng.standard_normal(100_000),
+            "laplace": lambda: rng.laplace(size=100_000),
+            "student": lambda: rng.standard_t(3, 100_000)}[sample]
+    codec = codecs.get("threshold", density=0.01, seed=0)
+    sent = []
+    for _ in range(8):
+        sent.append(np.count_nonzero(codec.decode(codec.encode(draw().astype(np.float32)))))
+    assert all(abs(s / 1000 - 1) < 0.15 for s in sent[3:]), sent
+    assert codec.threshold > 0
+    codec.reset()
+    assert codec.threshold is None
+
+
+def test_threshold_tracks_a_changing_scale():
+    rng = np.random.default_rng(7)
+    codec = codecs.get("threshold", density=0.02, seed=0)
+    for scale in (1.0, 1.0, 1.0, 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 100.0, 100.0):
+        y = codec.decode(codec.encode(rng.standard_normal(50_000) * scale))
+    assert abs(np.count_nonzero(y) / 1000 - 1) < 0.2
+
+
+def test_threshold_all_zero_then_data():
+    codec = codecs.get("threshold", density=0.1, seed=0)
+    assert np.count_nonzero(codec.decode(codec.encode(np.zeros(1000)))) == 0
+    y = codec.decode(codec.encode(rand(1000, np.float64)))
+    assert 50 <= np.count_nonzero(y) <= 200
+
+
+@pytest.mark.parametrize("block", (1, 5, 8, 256, 1000))
+def test_sign_decodes_to_signed_block_means(block):
+    x = rand(1003, seed=8)
+    x[17] = 0.0
+    y = codecs.get("sign", block_size=block).decode(codecs.get("sign", block_size=block).encode(x))
+    for start in range(0, x.size, block):
+        part = x[start:start + block]
+        mean = np.float32(np.abs(part).mean())
+        np.testing.assert_allclose(y[start:start + block], np.where(part < 0, -mean, mean),
+                                   rtol=1e-6)
+
+
+# ---------------------------------------------------------------- wire sizes (must show)
+
+
+def test_wire_sizes():
+    n = 1_000_000
+    x = rand(n)
+    for name in ("fp16", "bf16"):
+        assert codecs.get(name).encode(x).size <= 2 * n + 64
+        assert codecs.get(name).max_frame_nbytes(n, np.float32) <= 2 * n + 64
+    assert x.nbytes / codecs.get("int8").encode(x).size >= 3.85
+    assert x.nbytes / codecs.get("topk", ratio=0.01).encode(x).size >= 100
+    assert x.nbytes / codecs.get("topk", ratio=0.01, method="exact").encode(x).size >= 100
+    assert x.nbytes / codecs.get("sign").encode(x).size >= 25
+
+
+def test_header_is_small():
+    codec = codecs.get("topk")
+    assert codec.encode(np.zeros(0, np.float32)).size <= 48
+    assert codecs.get("fp16").encode(np.zeros(0, np.float32)).size == 24
+
+
+# ---------------------------------------------------------------- decode_add
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("acc_dtype", DTYPES)
+def test_decode_add(name, acc_dtype):
+    codec = codecs.get(name, **({"block_size": 100} if name in ("int8", "sign") else {}))
+    x = rand((30, 41), np.float32)
+    frame = codec.encode(x)
+    acc = rand((30, 41), acc_dtype, seed=1)
+    expected = acc.astype(np.float64) + codec.decode(frame).astype(np.float64)
+    assert codec.decode_add(frame, acc) is acc
+    tolerance = {np.float16: 2e-3, np.float32: 1e-6, np.float64: 1e-12}[acc_dtype]
+    np.testing.assert_allclose(acc, expected, rtol=tolerance, atol=tolerance)
+    codecs.decode_add(frame, acc)
+    with pytest.raises(CodecError):
+        codec.decode_add(frame, np.zeros((41, 30), np.float32))
+
+
+def test_decode_add_accumulates_fp16_frames_in_float32_without_overflow():
+    x = np.full(100, 60000.0, np.float16)
+    frame = codecs.get("fp16").encode(x)
+    acc = np.zeros(100, np.float32)
+    for _ in range(4):
+        codecs.decode_add(frame, acc)
+    np.testing.assert_array_equal(acc, 240000.0)
+
+
+# ---------------------------------------------------------------- error feedback
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", (np.float32, np.float64))
+def test_error_feedback_sent_plus_residual_is_given(name, dtype):
+    ef = ErrorFeedback(codecs.get(name, **({"ratio": 0.05} if name == "topk" else {})))
+    assert ef.residual is None and ef.name == name
+    rng = np.random.default_rng(9)
+    for _ in range(5):
+        x = rng.standard_normal(3000).astype(dtype)
+        old = np.zeros_like(x) if ef.residual is None else ef.residual.copy()
+        frame = ef.encode(x)
+        sent = ef.decode(frame)
+        given = x.astype(np.float64) + old  # old + x is computed in dtype: one rounding
+        total = sent.astype(np.float64) + ef.residual.astype(np.float64)
+        eps = np.finfo(dtype).eps
+        assert np.all(np.abs(total - given) <= 2 * eps * (np.abs(given) + np.abs(sent)))
+    with pytest.raises(ValueError):
+        ef.residual[0] = 1.0
+
+
+def test_error_feedback_residual_restarts_on_new_shape_or_dtype():
+    ef = ErrorFeedback(codecs.get("int8"))
+    ef.encode(rand(100))
+    ef.encode(rand(50))
+    assert ef.residual.shape == (50,)
+    ef.encode(rand(50, np.float64))
+    assert ef.residual.dtype == np.float64
+    ef.reset()
+    assert ef.residual is None
+    with pytest.raises(TypeError):
+        ErrorFeedback("int8")
+
+
+def test_error_feedback_on_a_large_sparse_frame():
+    """A 48-byte frame of 2**23 zeros is past decode's allocation guard; feedback must cope."""
+    ef = ErrorFeedback(codecs.get("threshold"))
+    assert ef.encode(np.zeros(2**23, np.float32)).size == 48
+    assert not ef.residual.any()
+
+
+def test_seed_story_int8_small_gradients_need_error_feedback():
+    """1e-4 next to a 1.0 in the same block: int8 alone sends 0 forever; with feedback the sum
+    of what was sent tracks the true sum."""
+    g = np.full(256, 1e-4, np.float32)
+    g[0] = 1.0
+    plain, ef = codecs.get("int8"), ErrorFeedback(codecs.get("int8"))
+    sent_plain = np.zeros(256, np.float64)
+    sent_ef = np.zeros(256, np.float64)
+    steps = 1000
+    for _ in range(steps):
+        codecs.decode_add(plain.encode(g), sent_plain)
+        codecs.decode_add(ef.encode(g), sent_ef)
+    assert np.all(sent_plain[1:] == 0)  # lost for good: training would stall
+    true_sum = steps * g.astype(np.float64)
+    np.testing.assert_allclose(sent_ef[1:], true_sum[1:], rtol=0.1)  # 0.1 sent of 0.1 owed
+    assert np.all(np.abs(sent_ef - true_sum) <= 1 / 127 + 1e-6)  # off by at most one step
+
+
+@pytest.mark.parametrize("name, params", (("topk", {"ratio": 0.01}), ("sign", {}),
+                                          ("threshold", {"density": 0.01})))
+def test_error_feedback_makes_biased_codecs_track_the_sum(name, params):
+    rng = np.random.default_rng(10)
+    plain, ef = codecs.get(name, **params), ErrorFeedback(codecs.get(name, **params))
+    true_sum, sent_plain, sent_ef = np.zeros(2000), np.zeros(2000), np.zeros(2000)
+    for _ in range(300):
+        g = (rng.standard_normal(2000) * 0.1 + 0.01).astype(np.float32)
+        true_sum += g
+        plain.decode_add(plain.encode(g), sent_plain)
+        ef.decode_add(ef.encode(g), sent_ef)
+    np.testing.assert_allclose(sent_ef + ef.residual, true_sum, atol=1e-3)
+    error_plain = np.abs(sent_plain - true_sum).mean()
+    error_ef = np.abs(sent_ef - true_sum).mean()
+    assert error_ef < 0.25 * error_plain, (error_ef, error_plain)
+
+
+# ---------------------------------------------------------------- golden frames
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_golden_frames_still_decode(name):
+    frame = (GOLDEN / f"{name}-v1.bin").read_bytes()
+    expected = np.load(GOLDEN / f"{name}-v1.npy")
+    got = codecs.decode(frame)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(codecs.get(name).decode(frame), expected)
+    acc = np.zeros(expected.shape, expected.dtype)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(codecs.get(name).decode_add(frame, acc), expected)
+
+
+# ---------------------------------------------------------------- malformed frames
+
+
+def header(codec_id=1, dtype=2, ndim=1, count=4, shape=(4,), magic=b"MPCC", version=1):
+    return struct.pack("<4sBBBBQ", magic, version, codec_id, dtype, ndim, count) \
+        + struct.pack(f"<{len(shape)}Q", *shape)
+
+
+@pytest.mark.parametrize("frame", [
+    b"", b"MPC", b"MPCC\x01", header(magic=b"XPCC") + bytes(8), header(version=2) + bytes(8),
+    header(codec_id=99) + bytes(8), header(dtype=9) + bytes(8),
+    header(ndim=9, shape=(1,) * 9, count=1) + bytes(2), header(count=5) + bytes(8),
+    header() + bytes(7), header() + bytes(9), header(count=0, shape=(0,)) + bytes(1),
+    header(count=2**63, shape=(2**62, 2)) + bytes(8),
+    header(count=2**60, shape=(2**60,)) + bytes(100),
+    header(count=0, ndim=2, shape=(0, 2**64 - 1)), header(count=0, ndim=2, shape=(0, 2**61)),
+    header(count=0, ndim=3, shape=(2**31, 0, 2**31)),
+], ids=lambda f: f"{len(f)}B")
+def test_malformed_headers_raise_codec_error(frame):
+    with pytest.raises(CodecError):
+        codecs.decode(frame)
+
+
+def sparse_frame(k, stream, count=100, values=None, vcode=2):
+    values = bytes(4 * k) if values is None else values
+    return (header(codec_id=4, count=count, shape=(count,))
+            + struct.pack("<QQB7x", k, len(stream), vcode) + values + bytes(stream))
+
+
+@pytest.mark.parametrize("frame", [
+    sparse_frame(1, [100]),                  # index == count
+    sparse_frame(2, [98, 1]),                # 98, 100
+    sparse_frame(1, [0x80, 0x00]),           # non-minimal varint
+    sparse_frame(1, [0x80]),                 # truncated varint
+    sparse_frame(1, [5, 5]),                 # two varints for k = 1
+    sparse_frame(2, [5]),                    # one varint for k = 2
+    sparse_frame(1, [0xFF] * 9 + [0x01]),    # varint longer than 63 bits
+    sparse_frame(1, [0xFF] * 8 + [0x7F]),    # 2**63 - 1
+    sparse_frame(101, [0] * 101),            # k > count
+    sparse_frame(1, [5], vcode=7),           # unknown value dtype
+    sparse_frame(1, [5], values=bytes(3)),   # short values
+    sparse_frame(0, [0]),                    # stream bytes for k = 0
+    sparse_frame(1, [5], count=2**40),       # 2**40 elements from a 50-byte frame
+    sparse_frame(3, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F] * 3, count=2**63 - 1),
+])
+def test_malformed_sparse_frames_raise_codec_error(frame):
+    with pytest.raises(CodecError):
+        codecs.decode(frame)
+    with pytest.raises(CodecError):
+        codecs.get("topk").decode(frame)
+
+
+def test_sparse_frame_with_large_count_decodes_into_out():
+    frame = sparse_frame(1, [0xFF, 0x7F], count=2**23, values=np.float32([2.5]).tobytes())
+    with pytest.raises(CodecError):
+        codecs.decode(frame)  # would allocate 2**23 elements from a 50-byte frame
+    acc = np.zeros(2**23, np.float32)
+    codecs.decode_add(frame, acc)
+    assert acc[2**14 - 1] == 2.5 and np.count_nonzero(acc) == 1
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_truncation_and_extension_raises_codec_error(name):
+    frame = bytes(codecs.get(name).encode(rand(37)))
+    for end in range(len(frame)):
+        with pytest.raises(CodecError):
+            codecs.decode(frame[:end])
+    with pytest.raises(CodecError):
+        codecs.decode(frame + b"\0")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_frame_of_another_codec_raises_codec_error(name):
+    other = "fp16" if name != "fp16" else "bf16"
+    with pytest.raises(CodecError):
+        codecs.get(name).decode(codecs.get(other).encode(rand(10)))
+
+
+def test_sign_rejects_padding_bits():
+    frame = bytearray(codecs.get("sign").encode(rand(10)))
+    frame[-1] |= 0x80
+    with pytest.raises(CodecError):
+        codecs.decode(frame)
+
+
+def test_int8_rejects_zero_block():
+    frame = bytearray(codecs.get("int8").encode(rand(10)))
+    frame[24:28] = bytes(4)
+    with pytest.raises(CodecError):
+        codecs.decode(frame)
+
+
+@pytest.mark.parametrize("name, offset", (("int8", 28), ("sign", 28), ("topk", 41),
+                                          ("threshold", 47)))
+def test_reserved_header_bytes_must_be_zero(name, offset):
+    frame = bytearray(codecs.get(name).encode(rand(10)))
+    codecs.decode(frame)
+    frame[offset] = 1
+    with pytest.raises(CodecError, match="reserved"):
+        codecs.decode(frame)
