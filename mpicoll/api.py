@@ -12,8 +12,9 @@ from mpi4py import MPI
 from . import algorithm, codecs, context, ops, timing
 from .algorithm import select, sparse
 from .engine import Buffers, Execution
+from .request import Request
 
-__all__ = ["allreduce", "iallreduce", "choose_algorithm", "algorithms_available", "Request"]
+__all__ = ["allreduce", "iallreduce", "choose_algorithm", "algorithms_available"]
 
 ALGORITHM_ENV = "MPICOLL_ALGORITHM"
 CODEC_ENV = "MPICOLL_CODEC"
@@ -24,37 +25,6 @@ DEFAULT_SEGMENT_BYTES = 256 * 1024
 def algorithms_available() -> tuple[str, ...]:
     """Names ``algorithm=`` accepts."""
     return algorithm.NAMES + ("auto",)
-
-
-class Request:
-    """A nonblocking allreduce in flight; ``test()`` advances it, ``wait()`` finishes it.
-
-    Like an ``mpi4py.MPI.Request``, but ``wait()`` returns the result buffer. ``algorithm``
-    names the algorithm that runs and ``codec`` the codec's name ("" without one).
-    """
-
-    def __init__(self, stages: Iterator[Execution], result: np.ndarray, algorithm: str,
-                 codec: str):
-        self._stages = stages  # a collective may need several executions, one after another
-        self._current = next(stages, None)
-        self._result = result
-        self.algorithm = algorithm
-        self.codec = codec
-
-    def test(self) -> bool:
-        """Progress the transfers without blocking; True once the result is ready."""
-        while self._current is not None:
-            if not self._current.test():
-                return False
-            self._current = next(self._stages, None)
-        return True
-
-    def wait(self) -> np.ndarray:
-        """Block until the result is ready and return it."""
-        while self._current is not None:
-            self._current.wait()
-            self._current = next(self._stages, None)
-        return self._result
 
 
 def allreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, codec=None):
@@ -83,16 +53,17 @@ def iallreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, 
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.topology.nodes), op=op.name,
-        algorithm=name, codec="" if codec is None else codec.name, dtype=_dtype_name(send.dtype),
+        algorithm=name, codec=_codec_name(codec), dtype=_dtype_name(send.dtype),
         count=send.size, nbytes=send.nbytes)
     result, send, recv = recv, send.reshape(-1), recv.reshape(-1)
+    request = Request(result, name, _codec_name(codec))
     # Tags are taken now, in call order, identical on every rank: a later stage that took its
     # tag when it starts would race with the calls other ranks made meanwhile.
     if name != sparse.NAME:
-        stages = _dense(ctx, name, send, recv, op, codec, record, ctx.next_tag())
+        request.run(_dense(ctx, name, send, recv, op, codec, record, ctx.next_tag()))
     else:
-        stages = _sparse(ctx, send, recv, op, codec, record, (ctx.next_tag(), ctx.next_tag()))
-    request = Request(stages, result, name, "" if codec is None else codec.name)
+        request.run(_sparse(ctx, send, recv, op, codec, record, (ctx.next_tag(), ctx.next_tag()),
+                            request))
     request.test()  # start the first round now
     return request
 
@@ -129,32 +100,39 @@ def _dense(ctx, name, send, recv, op, codec, record, tag) -> Iterator[Execution]
     plan.give_back(scratch)  # not on abandonment: MPI might still write into it
 
 
-def _sparse(ctx, send, recv, op, codec, record, tags) -> Iterator[Execution]:
+def _codec_name(codec) -> str:
+    if codec is None:
+        return ""
+    return codec.name + ("+ef" if isinstance(codec, codecs.ErrorFeedback) else "")
+
+
+def _sparse(ctx, send, recv, op, codec, record, tags, request) -> Iterator[Execution]:
     """Sparse codecs: every rank's frame goes to every rank, each decodes them all in rank order.
 
     The frame lengths are exchanged first (with mpicoll's own allreduce), so every rank knows
     them before it posts a receive, and all ranks take the same path: when the frames together
     outweigh what a dense ring would move (2·n bytes of the array), they fall back to the exact
-    ring, and the request says so.
+    ring, and the request and the timing record say so.
     """
     feedback = isinstance(codec, codecs.ErrorFeedback)
     inner = codec.codec if feedback else codec
     given = send
-    if feedback or op.average:  # this rank's contribution, prepared in recv
+    if feedback or op.average:  # this rank's contribution, prepared in recv as the plans do
         given = recv
-        if feedback:
-            np.add(send, codec.owed(send), out=recv)
+        if op.average:
+            np.multiply(send, 1 / ctx.size, out=recv)
         else:
             np.copyto(recv, send)
-        if op.average:
-            recv /= ctx.size
+        if feedback:
+            recv += codec.owed(send)
     frame = inner.encode(given)
     lengths = np.zeros(ctx.size, np.int64)
     lengths[ctx.rank] = frame.size
     yield from _dense(ctx, "tree", lengths, lengths, ops.resolve("sum"), None, None, tags[0])
     if lengths.sum() > 2 * send.nbytes:
+        request.algorithm, request.codec = "ring", f"{_codec_name(codec)}:dense-fallback"
         if record is not None:
-            record.algorithm, record.codec = "ring", f"{inner.name}:dense-fallback"
+            record.algorithm, record.codec = request.algorithm, request.codec
         if feedback:
             codec.owed(send)[...] = 0  # the exact sum carries everything owed
         yield from _dense(ctx, "ring", given, recv, ops.resolve("sum"), None, record, tags[1])
@@ -229,7 +207,8 @@ def _checked(sendbuf, recvbuf, op, algorithm, comm, codec):
 def check_codec(codec, send: np.ndarray, op: ops.Op, algorithm: str):
     if codec is None:
         name = os.environ.get(CODEC_ENV)
-        if not name or send.dtype.kind != "f" or send.dtype.itemsize > 8 or op.name not in ("sum", "avg"):
+        if not name or send.dtype.kind != "f" or send.dtype.itemsize > 8 \
+                or op.name not in ("sum", "avg") or algorithm == "tree":
             return None  # the environment's codec applies where a codec can
         codec = _env_codec(name)
     if isinstance(codec, str):

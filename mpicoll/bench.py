@@ -27,7 +27,7 @@ __all__ = ["Settings", "run", "parse_size", "size_range", "ROW_DTYPE", "format_s
 
 ROW_DTYPE = np.dtype([
     ("run", "i4"), ("size", "i8"), ("count", "i8"), ("dtype", "S16"), ("op", "S8"),
-    ("algorithm", "S16"), ("ran", "S16"), ("codec", "S16"), ("ranks", "i4"), ("nodes", "i4"),
+    ("algorithm", "S16"), ("ran", "S16"), ("codec", "S32"), ("ranks", "i4"), ("nodes", "i4"),
     ("iters", "i4"), ("time_us", "f8"), ("min_us", "f8"), ("max_us", "f8"), ("native_us", "f8"),
     ("ratio", "f8"), ("algbw", "f8"), ("busbw", "f8"), ("wrong", "i8"), ("error", "f8"),
 ])
@@ -48,8 +48,10 @@ class Settings:
 
     @property
     def methods(self) -> list[tuple[str, str]]:
-        """(algorithm, codec) pairs, codec "" for none."""
-        return [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
+        """(algorithm, codec) pairs, codec "" for none; the tree does not compress, so no
+        (tree, codec) pair (the header says so)."""
+        pairs = [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
+        return [(a, c) for a, c in pairs if not (a == "tree" and c)]
 
 
 def parse_size(text: str) -> int:
@@ -119,9 +121,9 @@ def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print
         exact = exact_input(count, dtype, op.name, rank)
         lossy = np.random.default_rng(rank).standard_normal(count).astype(dtype)
         reference = np.empty_like(lossy)
-        comm.Allreduce(lossy, reference, op=op.mpi)
+        _native(comm, lossy, reference, op)()
         out = {NATIVE: np.empty_like(exact)}
-        calls = {NATIVE: lambda: comm.Allreduce(exact, out[NATIVE], op=op.mpi)}
+        calls = {NATIVE: _native(comm, exact, out[NATIVE], op)}
         for method in settings.methods:
             x = lossy if method[1] else exact
             out[method] = np.empty_like(x)
@@ -129,8 +131,8 @@ def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print
         samples = _measure(comm, calls, settings)
         for algorithm, spec in settings.methods:
             result = out[(algorithm, spec)]
-            if spec:
-                wrong, error = -1, _relative_error(result, reference)
+            if spec or op.average:  # lossy, or divided before summing: no exact answer to match
+                wrong, error = -1, _relative_error(result, reference if spec else out[NATIVE])
             else:
                 wrong = int(np.count_nonzero(result != out[NATIVE])) if settings.check else -1
                 error = _relative_error(result, out[NATIVE])
@@ -158,6 +160,16 @@ def make_codec(spec: str):
         raise ValueError(f"codec {spec!r}: the only suffix is '+ef' (error feedback)")
     codec = codecs.get(name)
     return codecs.ErrorFeedback(codec) if feedback else codec
+
+
+def _native(comm, x, out, op):
+    """MPI's own Allreduce; MPI has no average, so an average is its sum divided by p."""
+    if op.average:
+        def call():
+            comm.Allreduce(x, out, op=op.mpi)
+            np.divide(out, comm.Get_size(), out=out)
+        return call
+    return lambda: comm.Allreduce(x, out, op=op.mpi)
 
 
 def _call(x, out, op, algorithm, codec, comm):
@@ -224,7 +236,7 @@ def _row(settings, x, name, ran, codec, times, native, size, nodes, wrong, error
 
 COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "codec", "time(us)",
            "algbw(GB/s)", "busbw(GB/s)", "native(us)", "ratio", "#wrong", "error")
-WIDTHS = (12, 11, 9, 6, 10, 8, 10, 11, 12, 12, 11, 7, 7, 9)
+WIDTHS = (12, 11, 9, 6, 10, 17, 10, 11, 12, 12, 11, 7, 7, 9)
 
 
 def header(settings: Settings, comm: MPI.Comm, nodes: int) -> str:
@@ -232,7 +244,10 @@ def header(settings: Settings, comm: MPI.Comm, nodes: int) -> str:
     return "\n".join([
         f"# mpicoll bench: {comm.Get_size()} ranks on {nodes} node(s); {lib}",
         f"# {settings.dtype} {settings.op}; {settings.iters} interleaved repetitions after "
-        f"{settings.warmup} warm-up; ratio = median(mpicoll time / native time)",
+        f"{settings.warmup} warm-up; ratio = median(mpicoll time / native time)"
+        + ("; tree does not compress: no tree rows with codecs"
+           if "tree" in settings.algorithms and any(settings.codecs) and settings.codecs != ["none"]
+           else ""),
         "#" + "".join(c.rjust(w) for c, w in zip(COLUMNS, WIDTHS))[1:],
     ])
 

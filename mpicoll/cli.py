@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"bench": _bench, "tune": _tune, "train": _train, "info": _info,
                 "plot": _plot}[args.command](args)
-    except (ValueError, TypeError) as error:  # bad sizes, dtype, algorithm: same on every rank
+    except (ValueError, TypeError, OSError) as error:  # bad arguments or files: same on every rank
         print(f"mpicoll {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -36,7 +36,7 @@ TUNING_PREFIXES = ("MPICOLL_", "MPIR_CVAR_", "MPICH_", "HYDRA_", "OMPI_MCA_", "P
 
 RECORD_DTYPE = np.dtype([
     ("run", "i4"), ("rank", "i4"), ("seq", "i8"), ("t0", "f8"), ("t1", "f8"), ("seconds", "f8"),
-    ("op", "S8"), ("algorithm", "S16"), ("codec", "S16"), ("dtype", "S16"), ("count", "i8"),
+    ("op", "S8"), ("algorithm", "S16"), ("codec", "S32"), ("dtype", "S16"), ("count", "i8"),
     ("nbytes", "i8"), ("ranks", "i4"), ("nodes", "i4"),
 ])
 PHASE_DTYPE = np.dtype([("run", "i4"), ("rank", "i4"), ("seq", "i8"), ("phase", "S48"),
@@ -98,6 +98,10 @@ def write(path: str | os.PathLike, comm: MPI.Comm, *, records: list[Record] = ()
     tables = {"records": np.concatenate([r for r, _ in rows]),
               "phases": np.concatenate([p for _, p in rows]), **(tables or {})}
     with h5py.File(path, "a") as f:
+        found = f.attrs.get("mpicoll_layout_version", LAYOUT_VERSION)
+        if found != LAYOUT_VERSION:
+            raise ValueError(f"{path} has layout version {found}, this mpicoll writes "
+                             f"{LAYOUT_VERSION}: write to a new file")
         for name, table in tables.items():  # refuse before writing anything
             if name in f and f[name].dtype != table.dtype:
                 raise ValueError(f"{path}:/{name} has columns {f[name].dtype}, not {table.dtype}; "

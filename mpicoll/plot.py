@@ -30,9 +30,10 @@ def bench_figure(path: str, run: int | None = None, out: str | None = None) -> s
     fig, (lat, bw) = plt.subplots(1, 2, figsize=(12, 4.5))
     native = _unique_by_size(rows)
     series = [("native MPI_Allreduce", native["size"], native["native_us"], native["native_bus"])]
-    for name in dict.fromkeys(rows["algorithm"]):
-        sel = rows[rows["algorithm"] == name]
-        series.append((name.decode(), sel["size"], sel["time_us"], sel["busbw"]))
+    for name, codec in dict.fromkeys(zip(rows["algorithm"], rows["codec"])):
+        sel = rows[(rows["algorithm"] == name) & (rows["codec"] == codec)]
+        label = name.decode() + (f" + {codec.decode()}" if codec else "")
+        series.append((label, sel["size"], sel["time_us"], sel["busbw"]))
     for label, size, time_us, busbw in series:
         style = dict(marker="o", ms=3, label=label, lw=2.5 if label.startswith("native") else 1.5,
                      color="black" if label.startswith("native") else None)

@@ -12,6 +12,7 @@ daemon is needed. The one node declares 4 CPUs whatever the machine has (`config
 The daemons run as the current user; only root has been tried.
 """
 import contextlib
+import random
 import getpass
 import os
 import shutil
@@ -74,6 +75,9 @@ class SlurmCluster:
     def _write_config(self):
         user = getpass.getuser()
         ctld_port, slurmd_port = _free_ports(2)
+        # MPICH names its shared-memory segments after the job and step ids: a fresh cluster
+        # that counted from 1 again could meet the segments of an earlier run's killed job 1.
+        first_job_id = random.randrange(10_000, 60_000_000)
         for sub in ("state", "spool"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.conf.write_text(f"""\
@@ -99,6 +103,7 @@ SelectTypeParameters=CR_Core
 MpiDefault=pmi2
 ReturnToService=2
 MinJobAge=5
+FirstJobId={first_job_id}
 SlurmdParameters=config_overrides
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN
 PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP

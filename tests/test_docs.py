@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mpicoll import algorithms
+from mpicoll import algorithms, codecs
 from mpicoll.algorithm import select
-from mpicoll.api import DEFAULT_SEGMENT_BYTES
+from mpicoll.api import CODEC_ENV, DEFAULT_SEGMENT_BYTES
+from mpicoll.h5 import LAYOUT_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -43,15 +44,17 @@ def test_site_builds_without_warnings(tmp_path):
          str(tmp_path / "html")],
         cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"sphinx failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
-    for name in ("index", "guide", "algorithms", "measuring", "hdf5", "cluster", "results", "api"):
+    for name in ("index", "guide", "algorithms", "codecs", "measuring", "hdf5", "cluster", "results", "api"):
         assert (tmp_path / "html" / f"{name}.html").exists(), name
 
 
 def test_every_cli_option_is_documented():
-    """Each option in the --help of bench, info, plot and emucluster appears in measuring.md."""
+    """Each option in the --help of bench, info, plot, emucluster and codec_throughput appears in
+    measuring.md."""
     measuring = page("measuring.md")
     helps = [run("-m", "mpicoll", command, "--help") for command in ("bench", "info", "plot")]
     helps.append(run(str(REPO / "benchmarks" / "emucluster.py"), "--help"))
+    helps.append(run(str(REPO / "benchmarks" / "codec_throughput.py"), "--help"))
     options = {o for text in helps for o in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", text)} - {"-h", "--help"}
     missing = sorted(o for o in options if f"`{o}" not in measuring and f" {o} " not in measuring)
     assert not missing, f"measuring.md does not mention {missing}"
@@ -62,20 +65,32 @@ def test_quoted_constants_match_the_code():
     for name in ("guide.md", "algorithms.md"):
         assert f"default {DEFAULT_SEGMENT_BYTES}" in page(name), f"{name}: tree segment default"
     assert f"`{algorithms()}`" in page("guide.md")
+    assert f"mpicoll_layout_version = {LAYOUT_VERSION}" in page("hdf5.md"), "HDF5 layout version"
+    assert f"`{CODEC_ENV}`" in page("guide.md")
+    for name in codecs.available():  # every registered codec is described and offered
+        assert f"`{name}`" in page("codecs.md") and f'"{name}"' in page("guide.md"), name
+
+
+def test_no_page_is_orphaned():
+    """Every page is in index.md's toctree (an orphan page would build but be unreachable)."""
+    toctree = re.search(r"```\{toctree\}\n(.*?)```", page("index.md"), re.DOTALL).group(1).split()
+    for path in DOCS.glob("*.md"):
+        assert path.stem == "index" or path.stem in toctree, f"{path.name} is not in the toctree"
+        assert "orphan:" not in path.read_text(), f"{path.name} is marked orphan"
 
 
 def test_hdf5_read_examples_run_on_a_bench_file(mpirun, tmp_path):
-    mpirun(2, "-m", "mpicoll", "bench", "-m", "8:16", "-i", "1", "-x", "0", "--no-progress",
-           "--output", str(tmp_path / "bench.h5"))
+    mpirun(2, "-m", "mpicoll", "bench", "-m", "8:16", "-i", "1", "-x", "0", "-a", "ring,auto",
+           "-c", "none,fp16", "--no-progress", "--output", str(tmp_path / "bench.h5"))
     blocks = python_blocks("hdf5.md")
     assert len(blocks) == 2
     script = tmp_path / "read.py"
     script.write_text("\n".join(blocks))
     out = run(str(script), cwd=tmp_path)
-    assert " ring ring " in out and "reduce-scatter" in out, out
+    assert " ring ring - " in out and " ring ring fp16 " in out and "reduce-scatter" in out, out
 
 
-@pytest.mark.parametrize("name", ["index.md", "guide.md", "measuring.md"])
+@pytest.mark.parametrize("name", ["index.md", "guide.md", "codecs.md", "measuring.md"])
 def test_code_blocks_run_under_mpiexec(mpirun, tmp_path, name):
     """Each page's Python blocks, joined in order, run on 2 ranks (in tmp_path: they write files)."""
     script = tmp_path / "blocks.py"

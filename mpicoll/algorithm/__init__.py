@@ -57,17 +57,18 @@ def plan(name: str, topo: Topology, count: int, options: Options, frames: Frames
     """Plan ``name`` for this rank.
 
     A prologue prepares this rank's contribution in ``recv`` when it is not ``send`` as given:
-    error feedback adds what earlier calls still owe (and starts owing anew), an average divides
-    by p first. A lone rank only copies its input: there is nothing to add, nothing to compress.
+    an average divides by p first; error feedback then adds what earlier calls still owe (in the
+    units that travel, so divided ones for an average) and starts owing anew. A lone rank only
+    copies its input: there is nothing to add, nothing to compress.
     """
     b = Builder()
     src, everything = "send", (0, count)
-    if feedback:
-        b.round(local=[Reduce(Region("recv", *everything), Region("send", *everything),
-                              Region("residual", *everything)), Zero(Region("residual", *everything))])
-        src = "recv"
     if average:
-        b.round(local=[Scale(Region("recv", *everything), Region(src, *everything), 1 / topo.size)])
+        b.round(local=[Scale(Region("recv", *everything), Region("send", *everything), 1 / topo.size)])
+        src = "recv"
+    if feedback:
+        b.round(local=[Reduce(Region("recv", *everything), Region(src, *everything),
+                              Region("residual", *everything)), Zero(Region("residual", *everything))])
         src = "recv"
     if topo.size == 1:
         if src == "send":

@@ -203,7 +203,7 @@ BAD_INPUTS = [
     ("complex max", lambda x: dict(sendbuf=x.astype("c16"), op="max"), TypeError),
     ("bool", lambda x: dict(sendbuf=x > 0, op="sum"), TypeError),
     ("object", lambda x: dict(sendbuf=x.astype(object)), TypeError),
-    ("codec", lambda x: dict(sendbuf=x, codec="fp16"), ValueError),
+    ("unknown codec", lambda x: dict(sendbuf=x, codec="zip"), ValueError),
     ("intercomm-like", lambda x: dict(sendbuf=x, comm="world"), TypeError),
 ]
 

@@ -113,7 +113,7 @@ def test_requests_with_codecs_in_flight_together():
             pass
         outs = [r.wait() for r in reqs]
         assert all(same_on_all_ranks(WORLD, o) for o in outs)
-        assert [r.codec for r in reqs] == ["int8", "topk", "fp16", "topk"]
+        assert [r.codec.split(":")[0] for r in reqs] == ["int8", "topk", "fp16", "topk"]  # 7 values: fallback
 
 
 def test_codec_from_the_environment(monkeypatch):

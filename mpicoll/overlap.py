@@ -1,0 +1,307 @@
+"""Buckets: allreduce gradients while the backward pass is still computing the rest.
+
+The user names the tensors in the order they become ready (the reverse of the forward pass,
+as in PyTorch DDP). The manager packs them into flat buckets of at most ``bucket_bytes`` (the
+first one small, ``first_bucket_bytes``, so communication starts early) and starts a bucket's
+nonblocking allreduce once all its tensors are ready. MPI moves data only inside MPI calls, so
+outstanding transfers are progressed by a policy:
+
+- ``"test"``: between the user's compute callbacks (no thread; progress only that often);
+- ``"thread"``: a background thread tests with capped exponential backoff (MPI calls and large
+  NumPy kernels release the GIL);
+- ``"mpi"``: the MPI library's own progress thread (MPICH: ``MPIR_CVAR_ASYNC_PROGRESS=1`` set
+  before the job starts); only the round in flight moves, the next is posted when tested;
+- ``"none"``: nothing starts before the end — the "compute, then communicate" baseline.
+
+Buckets start in bucket order on every rank, whatever order tensors become ready locally: a
+bucket waits until every earlier one has started. Every rank must describe the same tensors
+(names, shapes, dtypes) in the same order; the constructor checks that collectively, so a
+mismatch is a clear error on every rank instead of a hang or mixed-up data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from . import api, codecs
+from .request import Request
+
+__all__ = ["BucketManager", "Metrics", "overlap_percent", "POLICIES"]
+
+POLICIES = ("test", "thread", "mpi", "none")
+DEFAULT_BUCKET_BYTES = 25 << 20       # PyTorch DDP's bucket_cap_mb
+DEFAULT_FIRST_BUCKET_BYTES = 1 << 20  # and its small first bucket
+
+
+def overlap_percent(t_overall: float, t_compute: float, t_pure_comm: float) -> float:
+    """OSU's measure: how much of the communication hid behind the compute."""
+    if t_pure_comm <= 0:
+        return 100.0
+    return max(0.0, 100.0 - 100.0 * (t_overall - t_compute) / t_pure_comm)
+
+
+@dataclass
+class Metrics:
+    """One ``run``: wall time, time inside the compute callbacks, and per-bucket transfer times."""
+
+    t_overall: float = 0.0
+    t_compute: float = 0.0
+    bucket_seconds: list[float] = field(default_factory=list)  # start to completion seen
+
+    @property
+    def t_exposed(self) -> float:
+        """Communication time not hidden behind compute."""
+        return max(0.0, self.t_overall - self.t_compute)
+
+
+@dataclass
+class _Bucket:
+    index: int
+    members: list[int]           # tensor indices
+    offsets: list[int]           # element offset of each member in the flat buffer
+    flat: np.ndarray
+    codec: object = None
+    pending: set = field(default_factory=set)
+    request: Request | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+
+
+class BucketManager:
+    """Group tensors into buckets and allreduce them as they become ready.
+
+    Args:
+        tensors: the arrays in the order they become ready, or a mapping name -> array (names
+            are part of the cross-rank check). Results are written back into them.
+        comm: communicator (``MPI.COMM_WORLD`` when None).
+        bucket_bytes, first_bucket_bytes: bucket size caps.
+        op: "avg" (the default, as for gradients) or "sum".
+        algorithm: passed to ``mpicoll.iallreduce``.
+        codec: a codec name, or a zero-argument callable returning a codec (e.g.
+            ``lambda: codecs.ErrorFeedback(codecs.get("int8"))``): each bucket gets its own,
+            since error feedback and adaptive thresholds are state.
+        progress: one of ``POLICIES``.
+    """
+
+    def __init__(self, tensors: Sequence[np.ndarray] | Mapping[str, np.ndarray], *, comm=None,
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                 first_bucket_bytes: int = DEFAULT_FIRST_BUCKET_BYTES, op: str = "avg",
+                 algorithm: str = "auto", codec: str | Callable[[], object] | None = None,
+                 progress: str = "test"):
+        names, arrays = (list(tensors), list(tensors.values())) if isinstance(tensors, Mapping) \
+            else ([str(i) for i in range(len(tensors))], list(tensors))
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self._check_arguments(arrays, bucket_bytes, first_bucket_bytes, op, codec, progress)
+        self.tensors, self.names = arrays, names
+        self.op, self.algorithm, self.progress = op, algorithm, progress
+        self._index = {id(a): i for i, a in enumerate(arrays)}
+        self.buckets = self._pack(arrays, bucket_bytes, first_bucket_bytes, codec)
+        self._bucket_of = {t: b for b in self.buckets for t in b.members}
+        self._check_same_on_all_ranks(bucket_bytes, first_bucket_bytes, op, algorithm,
+                                      codec if codec is None or isinstance(codec, str) else "factory")
+        self._next = 0  # index of the next bucket to start
+        self._lock = threading.RLock()  # the progress thread and the caller share the requests
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def tensors_by_name(self) -> dict[str, np.ndarray]:
+        return dict(zip(self.names, self.tensors))
+
+    # ---- one step
+    def run(self, compute: Iterable[Callable[[], Iterable]]) -> Metrics:
+        """Run the callbacks in order; each returns the tensors (or names) it made ready.
+
+        Transfers are progressed between callbacks (or by the policy's thread); at the end
+        every bucket is waited for and its results are written back into the tensors.
+        """
+        self._reset()
+        metrics = Metrics()
+        start = time.perf_counter()
+        if self.progress == "thread":
+            self._start_thread()
+        try:
+            for callback in compute:
+                t0 = time.perf_counter()
+                made_ready = callback()
+                metrics.t_compute += time.perf_counter() - t0
+                self.ready(*(made_ready or ()))
+                if self.progress == "test":
+                    self.poll()
+        finally:
+            self._stop_thread()
+        self.wait()
+        metrics.t_overall = time.perf_counter() - start
+        metrics.bucket_seconds = [b.seconds for b in self.buckets]
+        return metrics
+
+    def ready(self, *tensors) -> None:
+        """Mark tensors (arrays or names) ready: copy them into their bucket, start what can start."""
+        for t in tensors:
+            i = self._lookup(t)
+            bucket = self._bucket_of[i]
+            if i not in bucket.pending:
+                raise ValueError(f"tensor {self.names[i]!r} was already marked ready this step")
+            k = bucket.members.index(i)
+            start = bucket.offsets[k]
+            bucket.flat[start:start + self.tensors[i].size] = self.tensors[i].reshape(-1)
+            bucket.pending.discard(i)
+        if self.progress != "none":
+            self._start_ready_buckets()
+
+    def poll(self) -> bool:
+        """Progress every outstanding bucket once; True when all started ones have finished."""
+        with self._lock:
+            return self._poll()
+
+    def wait(self) -> None:
+        """Start whatever is left, wait for every bucket, write the results back."""
+        missing = [self.names[t] for b in self.buckets for t in sorted(b.pending)]
+        if missing:
+            raise ValueError(f"tensors never marked ready this step: {missing}")
+        with self._lock:
+            self._start_ready_buckets()
+            for bucket in self.buckets:
+                bucket.request.wait()
+                self._finished(bucket)
+        for bucket in self.buckets:
+            for i, start in zip(bucket.members, bucket.offsets):
+                t = self.tensors[i]
+                t.reshape(-1)[...] = bucket.flat[start:start + t.size]
+
+    # ---- inside
+    def _reset(self) -> None:
+        if any(b.request is not None and not b.seconds for b in self.buckets):
+            raise RuntimeError("the previous step still has buckets in flight; call wait() first")
+        for b in self.buckets:
+            b.pending, b.request, b.started, b.seconds = set(b.members), None, 0.0, 0.0
+        self._next = 0
+
+    def _start_ready_buckets(self) -> None:
+        with self._lock:
+            while self._next < len(self.buckets) and not self.buckets[self._next].pending:
+                b = self.buckets[self._next]
+                b.started = time.perf_counter()
+                b.request = api.iallreduce(b.flat, b.flat, op=self.op, algorithm=self.algorithm,
+                                           comm=self.comm, codec=b.codec)
+                self._next += 1
+
+    def _poll(self) -> bool:
+        done = True
+        for b in self.buckets[:self._next]:
+            if not b.seconds:
+                if b.request.test():
+                    self._finished(b)
+                else:
+                    done = False
+        return done
+
+    def _finished(self, bucket: _Bucket) -> None:
+        if not bucket.seconds:
+            bucket.seconds = time.perf_counter() - bucket.started
+
+    def _start_thread(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._progress_loop, name="mpicoll-progress",
+                                        daemon=True)
+        self._thread.start()
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    def _progress_loop(self) -> None:
+        """Test outstanding buckets; back off (10 µs doubling to 1 ms) while nothing moves."""
+        delay = 1e-5
+        while not self._stop.is_set():
+            with self._lock:
+                before = sum(1 for b in self.buckets if b.seconds)
+                self._poll()
+                moved = sum(1 for b in self.buckets if b.seconds) != before
+            delay = 1e-5 if moved else min(delay * 2, 1e-3)
+            self._stop.wait(delay)
+
+    def _lookup(self, t) -> int:
+        if isinstance(t, str):
+            try:
+                return self.names.index(t)
+            except ValueError:
+                raise ValueError(f"no tensor named {t!r}") from None
+        if isinstance(t, (int, np.integer)) and not isinstance(t, bool):
+            if not 0 <= t < len(self.tensors):
+                raise ValueError(f"no tensor {t}")
+            return int(t)
+        try:
+            return self._index[id(t)]
+        except KeyError:
+            raise ValueError("not one of the manager's tensors (pass the same array object, "
+                             "its name or its index)") from None
+
+    def _pack(self, arrays, bucket_bytes, first_bucket_bytes, codec) -> list[_Bucket]:
+        """Greedy in readiness order: a new bucket when the cap or the dtype would change."""
+        groups: list[list[int]] = []
+        size = 0
+        for i, a in enumerate(arrays):
+            cap = first_bucket_bytes if len(groups) == 1 else bucket_bytes
+            if not groups or size + a.nbytes > cap and size > 0 or a.dtype != arrays[groups[-1][0]].dtype:
+                groups.append([])
+                size = 0
+            groups[-1].append(i)
+            size += a.nbytes
+        buckets = []
+        for k, members in enumerate(groups):
+            offsets = np.cumsum([0] + [arrays[i].size for i in members]).tolist()
+            flat = np.empty(offsets[-1], arrays[members[0]].dtype)
+            buckets.append(_Bucket(k, members, offsets[:-1], flat, _make_codec(codec)))
+        return buckets
+
+    def _check_arguments(self, arrays, bucket_bytes, first_bucket_bytes, op, codec, progress):
+        if not arrays:
+            raise ValueError("no tensors to manage")
+        for a in arrays:
+            if not isinstance(a, np.ndarray) or not a.flags.c_contiguous or not a.flags.writeable:
+                raise TypeError("tensors must be writeable, C-contiguous NumPy arrays")
+        if len({id(a) for a in arrays}) != len(arrays):
+            raise ValueError("the same array appears twice")
+        if bucket_bytes < 1 or first_bucket_bytes < 1:
+            raise ValueError("bucket sizes must be positive")
+        if op not in ("avg", "sum"):
+            raise ValueError(f"buckets reduce with 'avg' or 'sum', not {op!r}")
+        if isinstance(codec, codecs.ErrorFeedback) or isinstance(codec, codecs.Codec) and not codec.dense:
+            raise TypeError("stateful codecs cannot be shared by buckets: pass a callable that "
+                            "makes one, e.g. lambda: codecs.ErrorFeedback(codecs.get('int8'))")
+        if progress not in POLICIES:
+            raise ValueError(f"unknown progress policy {progress!r}; choose one of {POLICIES}")
+        level = MPI.Query_thread()
+        if progress == "thread" and level < MPI.THREAD_SERIALIZED:
+            raise ValueError(f"progress='thread' needs MPI_THREAD_SERIALIZED or more; this job "
+                             f"has level {level} (mpi4py.rc.thread_level)")
+        if progress == "mpi" and os.environ.get("MPIR_CVAR_ASYNC_PROGRESS") != "1":
+            raise ValueError("progress='mpi' needs the MPI library's progress thread: start the "
+                             "job with MPIR_CVAR_ASYNC_PROGRESS=1 (MPICH)")
+
+    def _check_same_on_all_ranks(self, *settings) -> None:
+        """Collective: every rank must have the same tensors and settings, else all raise."""
+        layout = repr([(n, a.shape, a.dtype.str) for n, a in zip(self.names, self.tensors)])
+        mine = hashlib.sha256((layout + repr(settings)).encode()).hexdigest()
+        everyone = self.comm.allgather((mine, layout))
+        differ = [r for r, (h, _) in enumerate(everyone) if h != everyone[0][0]]
+        if differ:
+            raise ValueError(f"bucket layouts differ between ranks: rank 0 has {everyone[0][1]}, "
+                             f"rank {differ[0]} has {everyone[differ[0]][1]} (or other settings differ)")
+
+
+def _make_codec(codec):
+    if codec is None or isinstance(codec, (str, codecs.Codec)):
+        return codec
+    return codec()

@@ -1,0 +1,120 @@
+"""Bucketed, overlapped allreduce cases, run on every rank under mpiexec (tests/test_overlap.py)."""
+
+import numpy as np
+import pytest
+from allreduce_cases import WORLD, assert_everywhere, same_on_all_ranks
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import codecs
+from mpicoll.overlap import BucketManager, overlap_percent
+
+SIZES = [1000, 30_000, 7, 70_000, 2_000, 1]
+
+
+def gradients(seed):
+    rng = np.random.default_rng([WORLD.Get_rank(), seed])
+    return {f"layer{i}": rng.standard_normal(n).astype("f4") for i, n in enumerate(SIZES)}
+
+
+def callbacks(grads, values, order):
+    """One callback per tensor, in ``order``: it 'computes' the gradient and reports it ready."""
+    def make(name):
+        def backward():
+            np.copyto(grads[name], values[name])
+            return [name]
+        return backward
+    return [make(name) for name in order]
+
+
+def expected(manager, values, codec=None):
+    """What the blocking allreduce gives for each bucket's flat buffer."""
+    out = {}
+    for b in manager.buckets:
+        flat = np.concatenate([values[manager.names[i]] for i in b.members])
+        mpicoll.allreduce(flat, flat, op="avg", algorithm=manager.algorithm, codec=codec)
+        for i, start in zip(b.members, b.offsets):
+            out[manager.names[i]] = flat[start:start + values[manager.names[i]].size]
+    return out
+
+
+@pytest.mark.parametrize("policy", ["test", "thread", "none"])
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "auto"])
+def test_buckets_equal_blocking_allreduce_whatever_the_readiness_order(policy, algorithm):
+    grads = {k: np.zeros_like(v) for k, v in gradients(0).items()}
+    manager = BucketManager(grads, bucket_bytes=64_000, first_bucket_bytes=4_000,
+                            algorithm=algorithm, progress=policy)
+    assert len(manager.buckets) > 2
+    for step in range(3):
+        values = gradients(step)
+        order = list(np.random.default_rng([WORLD.Get_rank(), step]).permutation(list(grads)))
+        metrics = manager.run(callbacks(grads, values, order))
+        want = expected(manager, values)
+        ok = all(grads[k].tobytes() == want[k].tobytes() for k in grads)
+        assert_everywhere(WORLD, ok, f"step {step}: bucketed result != blocking allreduce")
+        assert len(metrics.bucket_seconds) == len(manager.buckets)
+        assert metrics.t_overall >= metrics.t_compute >= 0
+
+
+def test_codecs_in_buckets_one_state_each():
+    grads = {k: np.zeros_like(v) for k, v in gradients(0).items()}
+    make = lambda: codecs.ErrorFeedback(codecs.get("int8"))  # noqa: E731
+    manager = BucketManager(grads, bucket_bytes=64_000, first_bucket_bytes=4_000, codec=make)
+    assert len({id(b.codec) for b in manager.buckets}) == len(manager.buckets)
+    values = gradients(1)
+    manager.run(callbacks(grads, values, list(grads)))
+    assert all(same_on_all_ranks(WORLD, g) for g in grads.values())
+    fp16 = BucketManager({k: np.zeros_like(v) for k, v in grads.items()}, codec="fp16")
+    fp16.run(callbacks(fp16.tensors_by_name, values, list(grads)))
+    want = expected(fp16, values, codec="fp16")
+    assert_everywhere(WORLD, all(np.array_equal(fp16.tensors_by_name[k], want[k]) for k in grads),
+                      "fp16 buckets != blocking fp16 allreduce")
+
+
+def test_layout_mismatch_fails_on_every_rank():
+    """A rank with a different tensor list must not hang the others or mix their data."""
+    grads = gradients(0)
+    if WORLD.Get_rank() == WORLD.Get_size() - 1 and WORLD.Get_size() > 1:
+        grads["layer1"] = np.zeros(29_999, "f4")
+    if WORLD.Get_size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    with pytest.raises(ValueError, match="bucket layouts differ between ranks"):
+        BucketManager(grads)
+
+
+def test_renamed_tensor_is_a_mismatch():
+    grads = gradients(0)
+    if WORLD.Get_size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    if WORLD.Get_rank() == 0:
+        grads = dict(reversed(list(grads.items())))
+    with pytest.raises(ValueError, match="bucket layouts differ"):
+        BucketManager(grads)
+
+
+def test_bad_use_is_refused():
+    grads = gradients(0)
+    with pytest.raises(ValueError, match="unknown progress policy"):
+        BucketManager(grads, progress="magic")
+    with pytest.raises(TypeError, match="stateful codecs"):
+        BucketManager(grads, codec=codecs.ErrorFeedback(codecs.get("int8")))
+    with pytest.raises(ValueError, match="MPIR_CVAR_ASYNC_PROGRESS"):
+        BucketManager(grads, progress="mpi")
+    manager = BucketManager(grads)
+    with pytest.raises(ValueError, match="never marked ready"):
+        manager.run([lambda: ["layer0"]])
+
+
+def test_then_waitall_testall():
+    x = np.full(1000, WORLD.Get_rank(), "f8")
+    requests = [mpicoll.iallreduce(x, algorithm=a).then(lambda r: r.sum()) for a in ("ring", "tree")]
+    while not mpicoll.testall(requests):
+        pass
+    total = sum(range(WORLD.Get_size())) * 1000
+    assert mpicoll.waitall(requests) == [total, total]
+
+
+def test_overlap_percent_is_osus():
+    assert overlap_percent(t_overall=10, t_compute=10, t_pure_comm=4) == 100
+    assert overlap_percent(t_overall=14, t_compute=10, t_pure_comm=4) == 0
+    assert overlap_percent(t_overall=11, t_compute=10, t_pure_comm=4) == 75
