@@ -73,7 +73,7 @@ class Backward:
 
 def steps(manager, grads, backward, comm):
     """Callbacks for one backward pass: the last layer's gradient is ready first."""
-    names = list(grads)[::-1]
+    names = list(grads)  # registered in the order they become ready: the last layer first
 
     def make(name):
         def callback():
@@ -96,7 +96,7 @@ def main():
     comm = MPI.COMM_WORLD
     root = comm.Get_rank() == 0
     count = int(args.layer_mib * (1 << 20) / 4)
-    grads = {f"layer{i}": np.zeros(count, np.float32) for i in range(args.layers)}
+    grads = {f"layer{i}": np.zeros(count, np.float32) for i in reversed(range(args.layers))}
     policies = args.policies.split(",")
     codec = args.codec or None
     backward = Backward(comm)
