@@ -2,7 +2,8 @@
 # Reproduce the compression figures in docs/results.md: codec throughput on this CPU, and the
 # compressed allreduce against native fp32 MPI_Allreduce and against dense fp16, on this machine
 # and in the emulated cluster at 1 Gbit/s (2 hosts x 2 ranks, 4 x 1; needs root).
-# Usage: bash benchmarks/compression_results.sh [throughput|local|emulated]
+# "train": the training demo's loss with each codec, with and without error feedback.
+# Usage: bash benchmarks/compression_results.sh [throughput|local|emulated|train]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -11,6 +12,11 @@ SWEEP=(-m 1M:64M -f 4 -i 7 -x 1 -a auto -c none,fp16,int8,topk,int8+ef --no-prog
 out=docs/results; mkdir -p "$out" docs/img; tmp=$(mktemp -d)
 
 case "${1:-local}" in
+train)
+    for codec in none int8 int8+ef sign sign+ef topk topk+ef; do
+        echo "== -c $codec"
+        "$MPIEXEC" -n 4 "$PY" -m mpicoll train --steps 300 -c "${codec/none/}"
+    done 2>&1 | tee "$out/train-codecs.txt" ;;
 throughput)
     "$PY" benchmarks/codec_throughput.py --repeats 7 | tee "$out/codec-throughput.txt" ;;
 local)

@@ -12,12 +12,45 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["array_module"]
+__all__ = ["array_module", "is_device", "address", "writeable", "to_host", "same_module", "MIXED"]
+
+MIXED = ("host (NumPy) and device (CuPy) arrays cannot be mixed; move one with cupy.asarray / "
+         "cupy.asnumpy")
 
 
 def array_module(a) -> ModuleType:
     """Return ``cupy`` for a CuPy array, else ``numpy``."""
+    if type(a) is np.ndarray:  # the common case first: this runs several times per call
+        return np
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(a, cupy.ndarray):
         return cupy
     return np
+
+
+def is_device(a) -> bool:
+    return array_module(a) is not np
+
+
+def address(a) -> int:
+    """Where the array's first element lives (a device pointer for device arrays)."""
+    interface = a.__cuda_array_interface__ if is_device(a) else a.__array_interface__
+    return interface["data"][0]
+
+
+def writeable(a) -> bool:
+    return getattr(a.flags, "writeable", True)  # CuPy arrays have no read-only flag
+
+
+def to_host(a) -> np.ndarray:
+    """``a`` itself on the host, a NumPy copy of a device array (synchronous: keep it small)."""
+    return a.get() if is_device(a) else a
+
+
+def same_module(what: str, first, *others) -> ModuleType:
+    """The array module of ``first``; TypeError if any of ``others`` lives elsewhere."""
+    xp = array_module(first)
+    for other in others:
+        if other is not None and array_module(other) is not xp:
+            raise TypeError(f"{what}: {MIXED}")
+    return xp

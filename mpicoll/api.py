@@ -9,7 +9,8 @@ from typing import Iterator
 import numpy as np
 from mpi4py import MPI
 
-from . import algorithm, codecs, context, ops, timing
+from . import algorithm, codecs, context, ops, timing, transport
+from ._array import MIXED, address, array_module, writeable
 from .algorithm import select, sparse
 from .engine import Buffers, Execution
 from .request import Request
@@ -31,9 +32,11 @@ def allreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, c
     """Reduce ``sendbuf`` over every rank of ``comm`` and return the result, the same bits on all.
 
     Args:
-        sendbuf: contiguous NumPy array; never modified unless ``recvbuf is sendbuf``.
-        recvbuf: array of the same shape and dtype for the result (allocated when None);
-            ``recvbuf is sendbuf`` reduces in place.
+        sendbuf: contiguous NumPy or CuPy array; never modified unless ``recvbuf is sendbuf``.
+            CuPy arrays reach MPI directly when it is CUDA-aware, else through pinned host
+            memory (``mpicoll.transport``); the result stays on the device.
+        recvbuf: array of the same shape, dtype and kind (host or device) for the result
+            (allocated when None); ``recvbuf is sendbuf`` reduces in place.
         op: "sum", "prod", "min", "max", "avg" or the matching ``mpi4py.MPI.Op``.
         algorithm: one of ``algorithms()``; "auto" picks by size and node layout (the
             ``MPICOLL_ALGORITHM`` environment variable overrides "auto").
@@ -50,20 +53,21 @@ def iallreduce(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, 
     send, recv, op, name, comm, codec = _checked(sendbuf, recvbuf, op, algorithm, comm, codec)
     ctx = context.of(comm)
     name = _resolve(name, send.nbytes, ctx, codec)
+    path = transport.choose(send)
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.topology.nodes), op=op.name,
         algorithm=name, codec=_codec_name(codec), dtype=_dtype_name(send.dtype),
-        count=send.size, nbytes=send.nbytes)
+        count=send.size, nbytes=send.nbytes, transport=path.name)
     result, send, recv = recv, send.reshape(-1), recv.reshape(-1)
-    request = Request(result, name, _codec_name(codec))
+    request = Request(result, name, _codec_name(codec), path.name)
     # Tags are taken now, in call order, identical on every rank: a later stage that took its
     # tag when it starts would race with the calls other ranks made meanwhile.
     if name != sparse.NAME:
-        request.run(_dense(ctx, name, send, recv, op, codec, record, ctx.next_tag()))
+        request.run(_dense(ctx, name, send, recv, op, codec, record, ctx.next_tag(), path))
     else:
         request.run(_sparse(ctx, send, recv, op, codec, record, (ctx.next_tag(), ctx.next_tag()),
-                            request))
+                            request, path))
     request.test()  # start the first round now
     return request
 
@@ -86,17 +90,19 @@ def _resolve(name: str, nbytes: int, ctx: context.Context, codec) -> str:
     return "ring" if codec is not None and chosen == "tree" else chosen  # the tree does not compress
 
 
-def _dense(ctx, name, send, recv, op, codec, record, tag) -> Iterator[Execution]:
-    """One execution of a cached plan: plain, or compressed with a dense codec."""
+def _dense(ctx, name, send, recv, op, codec, record, tag, path) -> Iterator[Execution]:
+    """One execution of a cached plan: plain, or compressed with a dense codec; ``path`` is the
+    transport."""
     feedback = isinstance(codec, codecs.ErrorFeedback)
     inner = codec.codec if feedback else codec
     if ctx.size == 1:  # one rank: nothing travels, so nothing is compressed or owed
         inner = None
     plan = ctx.plan(name, send.size, _options(send.dtype), inner, feedback, op.average)
-    scratch = plan.take_scratch(send.dtype)
+    scratch = plan.take_scratch(send.dtype, array_module(send))
     residual = codec.owed(send) if feedback else None
     bufs = Buffers(send, recv, *scratch, residual=residual)
-    yield Execution(plan.schedule, op, ctx.comm, tag, bufs, inner, record)
+    link = path.bind(plan.schedule, bufs, plan)
+    yield Execution(plan.schedule, op, ctx.comm, tag, bufs, inner, record, link)
     plan.give_back(scratch)  # not on abandonment: MPI might still write into it
 
 
@@ -106,45 +112,47 @@ def _codec_name(codec) -> str:
     return codec.name + ("+ef" if isinstance(codec, codecs.ErrorFeedback) else "")
 
 
-def _sparse(ctx, send, recv, op, codec, record, tags, request) -> Iterator[Execution]:
+def _sparse(ctx, send, recv, op, codec, record, tags, request, path) -> Iterator[Execution]:
     """Sparse codecs: every rank's frame goes to every rank, each decodes them all in rank order.
 
     The frame lengths are exchanged first (with mpicoll's own allreduce), so every rank knows
     them before it posts a receive, and all ranks take the same path: when the frames together
     outweigh what a dense ring would move (2·n bytes of the array), they fall back to the exact
-    ring, and the request and the timing record say so.
+    ring, and the request and the timing record say so. The lengths travel from host memory.
     """
     feedback = isinstance(codec, codecs.ErrorFeedback)
     inner = codec.codec if feedback else codec
+    xp = array_module(send)
     given = send
     if feedback or op.average:  # this rank's contribution, prepared in recv as the plans do
         given = recv
         if op.average:
-            np.multiply(send, 1 / ctx.size, out=recv)
+            xp.multiply(send, 1 / ctx.size, out=recv)
         else:
-            np.copyto(recv, send)
+            xp.copyto(recv, send)
         if feedback:
             recv += codec.owed(send)
     frame = inner.encode(given)
     lengths = np.zeros(ctx.size, np.int64)
     lengths[ctx.rank] = frame.size
-    yield from _dense(ctx, "tree", lengths, lengths, ops.resolve("sum"), None, None, tags[0])
+    yield from _dense(ctx, "tree", lengths, lengths, ops.resolve("sum"), None, None, tags[0],
+                      transport.HOST)
     if lengths.sum() > 2 * send.nbytes:
         request.algorithm, request.codec = "ring", f"{_codec_name(codec)}:dense-fallback"
         if record is not None:
             record.algorithm, record.codec = request.algorithm, request.codec
         if feedback:
             codec.owed(send)[...] = 0  # the exact sum carries everything owed
-        yield from _dense(ctx, "ring", given, recv, ops.resolve("sum"), None, record, tags[1])
+        yield from _dense(ctx, "ring", given, recv, ops.resolve("sum"), None, record, tags[1], path)
         return
     if feedback:
         codec.owed(send)[...] = given - inner.decode(frame)
     schedule = sparse.allgather_frames(ctx.topology, lengths.tolist(), send.size)
-    wire = np.empty(schedule.wire_nbytes, np.uint8)
+    wire = xp.empty(schedule.wire_nbytes, np.uint8)
     start = int(lengths[:ctx.rank].sum())
     wire[start:start + frame.size] = frame
-    bufs = Buffers(send, recv, np.empty(0, send.dtype), wire)
-    yield Execution(schedule, op, ctx.comm, tags[1], bufs, inner, record)
+    bufs = Buffers(send, recv, xp.empty(0, send.dtype), wire)
+    yield Execution(schedule, op, ctx.comm, tags[1], bufs, inner, record, path.bind(schedule, bufs))
 
 
 @functools.lru_cache(maxsize=None)
@@ -177,19 +185,20 @@ def _env_codec(name: str) -> codecs.Codec:
 
 def _checked(sendbuf, recvbuf, op, algorithm, comm, codec):
     """Validate every argument locally, before any message is sent."""
-    send = _array("sendbuf", sendbuf)
+    xp = array_module(sendbuf)
+    send = _array("sendbuf", sendbuf, xp)
     op = ops.resolve(op)
     ops.check_dtype(send.dtype, op)
     if recvbuf is None:
-        recv = np.empty_like(send)
+        recv = xp.empty_like(send)
     else:
-        recv = _array("recvbuf", recvbuf)
+        recv = _array("recvbuf", recvbuf, xp)
         if recv.shape != send.shape or recv.dtype != send.dtype:
             raise ValueError(f"recvbuf {recv.shape} {recv.dtype} does not match "
                              f"sendbuf {send.shape} {send.dtype}")
-        if not recv.flags.writeable:
+        if not writeable(recv):
             raise ValueError("recvbuf is read-only")
-        if recv is not sendbuf and np.may_share_memory(send, recv) and not _same_memory(send, recv):
+        if recv is not sendbuf and xp.may_share_memory(send, recv) and not _same_memory(send, recv):
             raise ValueError("recvbuf overlaps sendbuf; pass the same array for in place")
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
@@ -225,13 +234,16 @@ def check_codec(codec, send: np.ndarray, op: ops.Op, algorithm: str):
     return codec
 
 
-def _array(name: str, buf) -> np.ndarray:
-    if not isinstance(buf, np.ndarray):
-        raise TypeError(f"{name} must be a NumPy array, not {type(buf).__name__}")
+def _array(name: str, buf, xp) -> np.ndarray:
+    """``buf`` if it is a contiguous array of module ``xp`` (the send buffer's)."""
+    if array_module(buf) is not xp:
+        raise TypeError(f"sendbuf and recvbuf: {MIXED}")
+    if not isinstance(buf, xp.ndarray):
+        raise TypeError(f"{name} must be a NumPy or CuPy array, not {type(buf).__name__}")
     if not buf.flags.c_contiguous:
         raise ValueError(f"{name} is not C-contiguous; pass numpy.ascontiguousarray({name})")
     return buf
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.nbytes == b.nbytes
+    return address(a) == address(b) and a.nbytes == b.nbytes

@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--batch", type=int, default=64, help="samples per rank per step")
     train.add_argument("--hidden", type=int, default=256, help="hidden units of the MLP")
     train.add_argument("-a", "--algorithm", default="auto")
+    train.add_argument("-c", "--codec", default="",
+                       help="compress the gradients: a codec name, NAME+ef for error feedback")
     train.add_argument("--output", metavar="FILE.h5", help="append timing records to HDF5")
 
     info = commands.add_parser("info", help="MPI library, threads, CUDA-awareness, nodes, auto's choices")
@@ -134,7 +136,7 @@ def _train(args) -> int:
 
     comm = MPI.COMM_WORLD
     settings = demo.Settings(steps=args.steps, batch=args.batch, hidden=args.hidden,
-                             algorithm=args.algorithm)
+                             algorithm=args.algorithm, codec=args.codec)
     if settings.steps < 1 or settings.batch < 1 or settings.hidden < 1:
         raise ValueError("--steps, --batch and --hidden must be positive")
     result, records = demo.run_recorded(settings, comm, emit=lambda line: print(line, flush=True))
@@ -175,6 +177,8 @@ def _info(args) -> int:
         f"MPI standard: {'%d.%d' % MPI.Get_version()}; thread level: "
         f"{levels[MPI.Query_thread()]}",
         f"CUDA-aware MPI: {'yes' if cuda.aware else 'no'} ({cuda.source})",
+        "CuPy arrays travel: " + ("cuda-aware (device buffers straight to MPI)" if cuda.aware
+                                  else "staged (through pinned host memory)"),
         f"ranks: {comm.Get_size()}; nodes: {len(nodes)} "
         + " ".join(f"[{','.join(map(str, n))}]" for n in nodes),
         "auto picks (float32 sum):",

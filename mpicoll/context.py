@@ -22,18 +22,21 @@ MAX_PLANS = 64
 
 
 class Plan:
-    """A schedule for one (count, dtype size, options, codec) plus reusable scratch buffers."""
+    """A schedule for one (count, dtype size, options, codec) plus reusable scratch buffers,
+    and the staging plan when device buffers go through host memory (see ``transport``)."""
 
     def __init__(self, schedule: Schedule):
         self.schedule = schedule
+        self.staging = None
         self._spare: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def take_scratch(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-        """(tmp, wire) for one execution; several in flight at once each get their own."""
+    def take_scratch(self, dtype: np.dtype, xp=np) -> tuple[np.ndarray, np.ndarray]:
+        """(tmp, wire) in array module ``xp`` for one execution; several in flight at once each
+        get their own."""
         for i, (tmp, wire) in enumerate(self._spare):
-            if tmp.dtype == dtype:
+            if tmp.dtype == dtype and isinstance(tmp, xp.ndarray):
                 return self._spare.pop(i)
-        return np.empty(self.schedule.tmp_count, dtype), np.empty(self.schedule.wire_nbytes, np.uint8)
+        return xp.empty(self.schedule.tmp_count, dtype), xp.empty(self.schedule.wire_nbytes, np.uint8)
 
     def give_back(self, scratch: tuple[np.ndarray, np.ndarray]) -> None:
         self._spare.append(scratch)

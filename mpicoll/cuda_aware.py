@@ -8,6 +8,7 @@ library says yes (``MPIX_Query_cuda_support``, MPICH and Open MPI; or ``cuda`` a
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from dataclasses import dataclass
 
@@ -25,11 +26,17 @@ class Answer:
 
 
 def detect() -> Answer:
+    """The override when set (read on every call), else what the library says (asked once)."""
     override = os.environ.get(OVERRIDE_ENV)
     if override is not None:
         if override not in ("0", "1"):
             raise ValueError(f"{OVERRIDE_ENV}={override!r}: expected 0 or 1")
         return Answer(override == "1", f"{OVERRIDE_ENV}={override}")
+    return _library()
+
+
+@functools.cache
+def _library() -> Answer:
     kinds = MPI.COMM_WORLD.Get_info().Get("mpi_memory_alloc_kinds") or ""
     if "cuda" in kinds.split(","):
         return Answer(True, f"mpi_memory_alloc_kinds={kinds}")
@@ -39,4 +46,5 @@ def detect() -> Answer:
         return Answer(False, "MPIX_Query_cuda_support not found; mpi_memory_alloc_kinds="
                       + (kinds or "unset"))
     query.restype = ctypes.c_int
-    return Answer(bool(query()), f"MPIX_Query_cuda_support() returned {query()}")
+    answer = query()
+    return Answer(bool(answer), f"MPIX_Query_cuda_support() returned {answer}")

@@ -28,6 +28,7 @@ class Settings:
     classes: int = 10
     lr: float = 0.1
     algorithm: str = "auto"
+    codec: str = ""  # as bench's -c: "", "int8", "int8+ef", "topk+ef", ...
     seed: int = 0
 
 
@@ -78,17 +79,19 @@ def batches(s: Settings, rank: int):
 
 def train(s: Settings, comm: MPI.Comm, emit=print) -> dict:
     """Run the training; return this rank's losses and timings (rank 0 prints every 10%)."""
-    rank, size = comm.Get_rank(), comm.Get_size()
+    rank = comm.Get_rank()
+    from .bench import make_codec
     model = MLP(s)
     data = batches(s, rank)
+    codec = make_codec(s.codec)  # one instance for the run: error feedback keeps its residual
     losses, compute, communicate = [], 0.0, 0.0
     for step in range(s.steps):
         t0 = time.perf_counter()
         x, y = next(data)
         loss = model.loss_and_grad(x, y)
         t1 = time.perf_counter()
-        api.allreduce(model.grad, model.grad, op="sum", algorithm=s.algorithm, comm=comm)
-        model.grad /= size
+        api.allreduce(model.grad, model.grad, op="avg", algorithm=s.algorithm, comm=comm,
+                      codec=codec)
         t2 = time.perf_counter()
         model.flat -= s.lr * model.grad
         compute, communicate = compute + t1 - t0, communicate + t2 - t1

@@ -7,6 +7,7 @@ import math
 import numpy as np
 from mpi4py import MPI
 
+from ._array import array_module
 from .ops import Op
 from .schedule import Copy, Decode, Encode, Reduce, Region, Round, Scale, Schedule, Send, Zero
 from .timing import Record
@@ -15,13 +16,15 @@ __all__ = ["Buffers", "Execution", "run_local"]
 
 
 class Buffers:
-    """The arrays a schedule's regions name, bound for one execution.
+    """The arrays a schedule's regions name, bound for one execution, all in one array module
+    (``xp``: NumPy, or CuPy for device arrays).
 
     ``wire`` regions count bytes, all others elements of the user's dtype.
     """
 
     def __init__(self, send: np.ndarray, recv: np.ndarray, tmp: np.ndarray,
                  wire: np.ndarray | None = None, residual: np.ndarray | None = None):
+        self.xp = array_module(send)
         self.arrays = {"send": send, "recv": recv, "tmp": tmp, "wire": wire, "residual": residual}
         self._bytes = {name: a.view(np.uint8) for name, a in self.arrays.items() if a is not None}
         self._itemsize = {name: a.itemsize for name, a in self.arrays.items() if a is not None}
@@ -34,14 +37,18 @@ class Buffers:
         n = self._itemsize[r.buf]
         return self._bytes[r.buf][r.start * n:r.stop * n]
 
+    def nbytes(self, r: Region) -> int:
+        return len(r) * self._itemsize[r.buf]
+
 
 def run_local(steps, bufs: Buffers, op: Op, codec=None) -> None:
     """Apply a round's local steps in order (shared by the engine and the simulator)."""
-    view = bufs.view
+    view, xp = bufs.view, bufs.xp
+    kernel = op.kernel_in(xp)
     with np.errstate(all="ignore"):  # overflow to inf / wrap-around is the MPI result too
         for step in steps:
             if isinstance(step, Reduce):
-                op.kernel(view(step.left), view(step.right), out=view(step.dst))
+                kernel(view(step.left), view(step.right), out=view(step.dst))
             elif isinstance(step, Decode):
                 if step.add:
                     codec.decode_add(view(step.src), view(step.dst))
@@ -50,9 +57,9 @@ def run_local(steps, bufs: Buffers, op: Op, codec=None) -> None:
             elif isinstance(step, Encode):
                 _encode(step, bufs, codec)
             elif isinstance(step, Copy):
-                np.copyto(view(step.dst), view(step.src))
+                xp.copyto(view(step.dst), view(step.src))
             elif isinstance(step, Scale):
-                np.multiply(view(step.src), step.factor, out=view(step.dst), casting="unsafe")
+                xp.multiply(view(step.src), step.factor, out=view(step.dst), casting="unsafe")
             elif isinstance(step, Zero):
                 view(step.dst)[...] = 0
 
@@ -73,10 +80,12 @@ class Execution:
     ``wait()`` runs it to the end; ``test()`` advances it as far as it can without blocking and
     says whether it has finished. Both may be mixed; messages use the private communicator and
     the tag the caller reserved, so several executions can be in flight on one communicator.
+    ``link`` is a transport's binding for device buffers (see :mod:`mpicoll.transport`), None
+    for host arrays, which MPI takes as they are.
     """
 
     def __init__(self, schedule: Schedule, op: Op, comm: MPI.Comm, tag: int, bufs: Buffers,
-                 codec=None, record: Record | None = None):
+                 codec=None, record: Record | None = None, link=None):
         self.schedule = schedule
         self._op = op
         self._comm = comm
@@ -84,6 +93,7 @@ class Execution:
         self._bufs = bufs
         self._codec = codec
         self._record = record  # timing: phases are filled in as rounds finish
+        self._link = link
         if record is not None:  # a later stage of the same collective continues the clock
             self._mark = record.t0 if math.isnan(record.t1) else record.t1
         self._next = 0          # index of the next round to start
@@ -116,6 +126,8 @@ class Execution:
 
     def _start(self, rnd: Round) -> None:
         comm, tag, raw = self._comm, self._tag, self._bufs.raw
+        if self._link is not None and rnd.transfers:
+            raw = self._link.post(self._next)
         # Receives first: a message that finds its receive posted skips the unexpected queue.
         reqs = [comm.Irecv(raw(t.region), t.peer, tag) for t in rnd.transfers if not isinstance(t, Send)]
         reqs += [comm.Isend(raw(t.region), t.peer, tag) for t in rnd.transfers if isinstance(t, Send)]
@@ -124,8 +136,15 @@ class Execution:
 
     def _finish(self, rnd: Round) -> None:
         self._pending = None
-        if rnd.local:
-            run_local(rnd.local, self._bufs, self._op, self._codec)
+        if self._link is None:
+            if rnd.local:
+                run_local(rnd.local, self._bufs, self._op, self._codec)
+        else:
+            if rnd.transfers:
+                self._link.received(self._next - 1)
+            if rnd.local:
+                with self._link.stream:
+                    run_local(rnd.local, self._bufs, self._op, self._codec)
         if self._record is not None:
             # A phase is charged from the end of the previous round to the end of its own.
             now, phases = MPI.Wtime(), self._record.phases
@@ -135,5 +154,7 @@ class Execution:
             self._finished()
 
     def _finished(self) -> None:
+        if self._link is not None:
+            self._link.close()
         if self._record is not None:
             self._record.t1 = self._mark if self.schedule.rounds else MPI.Wtime()

@@ -13,7 +13,8 @@ __all__ = ["Op", "resolve", "check_dtype"]
 
 @dataclass(frozen=True)
 class Op:
-    """A reduction: its name, the matching MPI.Op and the NumPy ufunc that applies it locally."""
+    """A reduction: its name, the matching MPI.Op and the NumPy ufunc that applies it locally
+    (``kernel_in(cupy)`` for device arrays)."""
 
     name: str
     mpi: MPI.Op
@@ -21,6 +22,10 @@ class Op:
     commutative: bool = True
     orders_values: bool = False  # min/max compare values, so complex numbers have no meaning here
     average: bool = False        # a sum of inputs divided by p first (floating dtypes only)
+
+    def kernel_in(self, xp):
+        """The kernel in array module ``xp`` (CuPy has NumPy's ufuncs under the same names)."""
+        return self.kernel if xp is np else getattr(xp, self.kernel.__name__)
 
 
 _OPS = {

@@ -32,6 +32,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import api, codecs
+from ._array import array_module, is_device, same_module, writeable
 from .request import Request
 
 __all__ = ["BucketManager", "Metrics", "overlap_percent", "POLICIES"]
@@ -261,16 +262,19 @@ class BucketManager:
         buckets = []
         for k, members in enumerate(groups):
             offsets = np.cumsum([0] + [arrays[i].size for i in members]).tolist()
-            flat = np.empty(offsets[-1], arrays[members[0]].dtype)
+            first = arrays[members[0]]
+            flat = array_module(first).empty(offsets[-1], first.dtype)  # on the tensors' device
             buckets.append(_Bucket(k, members, offsets[:-1], flat, _make_codec(codec)))
         return buckets
 
     def _check_arguments(self, arrays, bucket_bytes, first_bucket_bytes, op, codec, progress):
         if not arrays:
             raise ValueError("no tensors to manage")
+        same_module("BucketManager", *arrays)  # all on the host, or all on the device
         for a in arrays:
-            if not isinstance(a, np.ndarray) or not a.flags.c_contiguous or not a.flags.writeable:
-                raise TypeError("tensors must be writeable, C-contiguous NumPy arrays")
+            if not hasattr(a, "__array_interface__") and not is_device(a) \
+                    or not a.flags.c_contiguous or not writeable(a):
+                raise TypeError("tensors must be writeable, C-contiguous NumPy or CuPy arrays")
         if len({id(a) for a in arrays}) != len(arrays):
             raise ValueError("the same array appears twice")
         if bucket_bytes < 1 or first_bucket_bytes < 1:

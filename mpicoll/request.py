@@ -15,17 +15,19 @@ class Request:
     """A nonblocking allreduce in flight; ``test()`` advances it, ``wait()`` finishes it.
 
     Like an ``mpi4py.MPI.Request``, but ``wait()`` returns the result buffer. ``algorithm``
-    names the algorithm that runs and ``codec`` the codec's name ("" without one). MPI only
+    names the algorithm that runs, ``codec`` the codec's name ("" without one) and
+    ``transport`` how the buffers reach MPI ("host", "cuda-aware" or "staged"). MPI only
     moves data inside MPI calls: a request progresses when it is tested or waited on (see
     ``mpicoll.overlap`` for doing that between pieces of compute, or from a thread).
     """
 
-    def __init__(self, result: np.ndarray, algorithm: str, codec: str):
+    def __init__(self, result: np.ndarray, algorithm: str, codec: str, transport: str):
         self._stages: Iterator[Execution] = iter(())
         self._current: Execution | None = None
         self._result = result
         self.algorithm = algorithm
         self.codec = codec
+        self.transport = transport
 
     def run(self, stages: Iterator[Execution]) -> None:
         """Start the executions of one collective, one after another (a sparse codec needs two)."""
@@ -56,7 +58,7 @@ class Request:
 class _Then(Request):
     def __init__(self, parent: Request, fn: Callable[[Any], Any]):
         self._parent, self._fn, self._done, self._value = parent, fn, False, None
-        self.algorithm, self.codec = parent.algorithm, parent.codec
+        self.algorithm, self.codec, self.transport = parent.algorithm, parent.codec, parent.transport
 
     def test(self) -> bool:
         if not self._done and self._parent.test():

@@ -37,6 +37,7 @@ class Record:
     dtype: str
     count: int
     nbytes: int
+    transport: str = "host"  # host, cuda-aware or staged: how device buffers reached MPI
     t0: float = 0.0
     t1: float = float("nan")  # nan until the collective completes
     phases: dict[str, float] = field(default_factory=dict)

@@ -17,7 +17,7 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
     assert "# mpicoll bench: 3 ranks" in out and "#wrong" in out
     mpirun(2, "-m", "mpicoll", "bench", *SMALL, "-a", "tree", "--output", str(path))
     with h5py.File(path) as f:
-        assert f.attrs["mpicoll_layout_version"] == 2
+        assert f.attrs["mpicoll_layout_version"] == 3
         assert sorted(f["runs"]) == ["1", "2"]
         first = dict(f["runs/1"].attrs)
         assert first["jobsize"] == 3 and first["mpi_library"] == "MPICH"
@@ -34,6 +34,7 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
     np.testing.assert_allclose(run1["busbw"], run1["algbw"] * 2 * 2 / 3)
     # one recorded call per (size, algorithm) per rank, with phases
     assert len(records[records["run"] == 1]) == 3 * len(run1)
+    assert set(records["transport"]) == {b"host"}  # NumPy arrays: MPI takes them as they are
     assert set(phases[phases["run"] == 1]["phase"]) >= {b"reduce-scatter", b"allgather", b"reduce", b"bcast"}
 
 
@@ -91,3 +92,8 @@ def test_train_demo_learns_and_keeps_replicas_identical(mpirun, tmp_path):
     with h5py.File(tmp_path / "t.h5") as f:
         records = f["records"][:]
     assert len(records) == 3 * 60 and set(records["algorithm"]) == {b"ring"}
+
+
+def test_train_demo_with_compressed_gradients(mpirun):
+    out = mpirun(2, "-m", "mpicoll", "train", "--steps", "20", "-c", "topk+ef")
+    assert "parameters on 2 ranks" in out  # and the replicas stayed identical (else exit 1)

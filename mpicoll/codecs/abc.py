@@ -5,6 +5,10 @@ A codec turns a contiguous float16/float32/float64 array of any shape (0-size in
 payload. Frames carry everything needed to decode them — codec, dtype, shape, codec parameters —
 so any instance of the codec (or :func:`mpicoll.codecs.decode`) decodes any of its frames.
 
+Arrays may be NumPy or CuPy arrays: a device array encodes to a device frame and decodes from
+one, the arithmetic runs on the device, and mixing host and device arrays in one call raises
+``TypeError``. Headers are read on the host (a small copy from a device frame).
+
 ``encode(array, out=None) -> uint8 ndarray``
     Encode ``array``. With ``out`` (a contiguous uint8 array of at least
     ``max_frame_nbytes(array.size, array.dtype, array.ndim)`` bytes) the frame is written there and
@@ -40,6 +44,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from .._array import address, array_module, is_device, same_module, to_host, writeable
 from . import wire
 from .wire import CodecError
 
@@ -48,8 +53,8 @@ __all__ = ["Codec", "checked_input"]
 
 def checked_input(array) -> np.ndarray:
     """Return ``array`` if a codec can encode it: a C-contiguous float16/32/64 ndarray."""
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"codecs encode NumPy arrays, not {type(array).__name__}")
+    if not isinstance(array, array_module(array).ndarray):
+        raise TypeError(f"codecs encode NumPy or CuPy arrays, not {type(array).__name__}")
     if array.dtype not in wire.DTYPE_CODES:
         raise TypeError(f"codecs encode float16, float32 or float64 arrays, not {array.dtype}")
     if not array.flags.c_contiguous:
@@ -96,20 +101,25 @@ class Codec(ABC):
     def encode(self, array, out=None) -> np.ndarray:
         """Encode ``array`` into a frame (into ``out`` when given)."""
         x = checked_input(array)
+        xp = same_module("encode: array and out", x, out)
         values, payload_nbytes, fill = self._encode(x.reshape(-1))
         head = wire.pack(self.codec_id, x.dtype, x.shape, self.params, values)
-        frame = _frame_buffer(out, len(head) + payload_nbytes)
-        frame[:len(head)] = np.frombuffer(head, np.uint8)
-        fill(frame[len(head):])
+        frame = _frame_buffer(out, len(head) + payload_nbytes, xp)
+        work = xp.empty_like(frame) if _misaligned(frame) else frame
+        work[:len(head)] = xp.asarray(np.frombuffer(head, np.uint8))
+        fill(work[len(head):])
+        if work is not frame:
+            frame[...] = work
         return frame
 
     def decode(self, frame, out=None) -> np.ndarray:
         """Decode ``frame`` into a new array, or into ``out``."""
-        header, parsed, nbytes = self._read(frame)
+        header, parsed, nbytes, xp = self._read(frame)
         if out is None:
             wire.check_allocation(header, nbytes)
-            out = np.empty(header.shape, header.dtype)
+            out = xp.empty(header.shape, header.dtype)
         else:
+            same_module("decode: frame and out", frame, out)
             _check_target(out, header, "out", same_dtype=True)
         with np.errstate(over="ignore", invalid="ignore"):  # see _decode_into
             self._decode_into(header, parsed, out.reshape(-1))
@@ -117,7 +127,8 @@ class Codec(ABC):
 
     def decode_add(self, frame, acc: np.ndarray) -> np.ndarray:
         """Add the decoded values of ``frame`` into ``acc``, in ``acc``'s dtype; return ``acc``."""
-        header, parsed, _ = self._read(frame)
+        header, parsed, _, _ = self._read(frame)
+        same_module("decode_add: frame and acc", frame, acc)
         _check_target(acc, header, "acc", same_dtype=False)
         with np.errstate(over="ignore", invalid="ignore"):  # see _decode_into
             self._add_into(header, parsed, acc.reshape(-1))
@@ -138,18 +149,33 @@ class Codec(ABC):
         args = ", ".join(f"{key}={getattr(self, key)!r}" for key in self.config_keys)
         return f"codecs.get({self.name!r}{', ' if args else ''}{args})"
 
-    def _read(self, frame) -> tuple[wire.Header, Any, int]:
+    def _read(self, frame):
+        """(header, parsed payload, frame size, array module of the frame)."""
         buf = wire.frame_bytes(frame)
-        header = wire.unpack(buf, self.codec_id, self.params)
-        return header, self._parse(header, buf[header.nbytes:]), buf.size
+        # the header's bytes on the host: a view of a host frame, a small copy of a device one
+        header = wire.unpack(to_host(buf[:wire.header_nbytes(wire.MAX_NDIM, self.params)]),
+                             self.codec_id, self.params)
+        payload = buf[header.nbytes:]
+        if _misaligned(payload):
+            payload = payload.copy()
+        return header, self._parse(header, payload), buf.size, array_module(buf)
 
 
-def _frame_buffer(out, nbytes: int) -> np.ndarray:
+def _misaligned(buf) -> bool:
+    """A device buffer not on an 8-byte boundary: kernels cannot read float32 scales there.
+
+    Frame slots in a compressed plan follow each other at any byte offset; NumPy copes, CUDA
+    faults, so device frames there are encoded or decoded through an aligned copy.
+    """
+    return is_device(buf) and address(buf) % 8 != 0
+
+
+def _frame_buffer(out, nbytes: int, xp) -> np.ndarray:
     if out is None:
-        return np.empty(nbytes, np.uint8)
-    if not isinstance(out, np.ndarray) or out.dtype != np.uint8:
+        return xp.empty(nbytes, np.uint8)
+    if not isinstance(out, xp.ndarray) or out.dtype != np.uint8:
         raise TypeError("out must be a uint8 ndarray")
-    if not out.flags.c_contiguous or not out.flags.writeable:
+    if not out.flags.c_contiguous or not writeable(out):
         raise ValueError("out must be C-contiguous and writeable")
     if out.size < nbytes:
         raise ValueError(f"out holds {out.size} bytes; this frame needs {nbytes}")
@@ -157,13 +183,13 @@ def _frame_buffer(out, nbytes: int) -> np.ndarray:
 
 
 def _check_target(target, header: wire.Header, what: str, same_dtype: bool) -> None:
-    if not isinstance(target, np.ndarray):
-        raise TypeError(f"{what} must be a NumPy array, not {type(target).__name__}")
+    if not isinstance(target, array_module(target).ndarray):
+        raise TypeError(f"{what} must be a NumPy or CuPy array, not {type(target).__name__}")
     if same_dtype and target.dtype != header.dtype:
         raise CodecError(f"frame holds {header.dtype}, {what} is {target.dtype}")
     if target.dtype not in wire.DTYPE_CODES:
         raise TypeError(f"{what} must be float16, float32 or float64, not {target.dtype}")
     if target.shape != header.shape:
         raise CodecError(f"frame holds shape {header.shape}, {what} has shape {target.shape}")
-    if not target.flags.c_contiguous or not target.flags.writeable:
+    if not target.flags.c_contiguous or not writeable(target):
         raise ValueError(f"{what} must be C-contiguous and writeable")

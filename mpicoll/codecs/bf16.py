@@ -17,7 +17,7 @@ import numpy as np
 
 from .._array import array_module
 from .abc import Codec
-from .blocks import chunks
+from .blocks import chunk_elements, chunks
 from .wire import CodecError
 
 __all__ = ["BF16", "to_bf16_bits", "from_bf16_bits"]
@@ -47,7 +47,7 @@ class BF16(Codec):
     def _encode(self, flat):
         def fill(payload):
             bits = payload.view("<u2")
-            for part in chunks(flat.size):
+            for part in chunks(flat.size, chunk_elements(flat)):
                 with np.errstate(over="ignore"):  # float64 beyond float32's range -> inf, as bf16
                     x32 = flat[part].astype(np.float32, copy=False)
                 bits[part] = to_bf16_bits(x32)
@@ -59,11 +59,11 @@ class BF16(Codec):
         return payload.view("<u2")
 
     def _decode_into(self, header, parsed, out):
-        for part in chunks(out.size):
+        for part in chunks(out.size, chunk_elements(out)):
             out[part] = from_bf16_bits(parsed[part])
 
     def _add_into(self, header, parsed, acc):
-        for part in chunks(acc.size):
+        for part in chunks(acc.size, chunk_elements(acc)):
             acc[part] += from_bf16_bits(parsed[part])
 
     def _max_payload_nbytes(self, count, dtype):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._array import array_module, is_device
 from .abc import Codec, checked_input
 
 __all__ = ["ErrorFeedback"]
@@ -22,7 +23,8 @@ class ErrorFeedback:
 
     After each encode, ``sent + residual == x + old residual`` up to one rounding of the
     subtraction, where ``sent = codec.decode(frame)``. One residual array is kept, in the input's
-    dtype; it restarts at zero when the shape or dtype of the input changes, so use one
+    dtype and memory (host or device); it restarts at zero when the shape, dtype or memory of
+    the input changes, so use one
     ErrorFeedback per tensor (or per bucket). A NaN or inf that reaches the residual stays there
     until :meth:`reset`. Frames are ordinary frames of ``codec``: receivers decode them with the
     codec alone.
@@ -44,9 +46,12 @@ class ErrorFeedback:
 
     @property
     def residual(self) -> np.ndarray | None:
-        """What is still owed (read-only view), or None before the first encode."""
+        """What is still owed (a read-only view; a copy on a device, where arrays cannot be
+        read-only), or None before the first encode."""
         if self._residual is None:
             return None
+        if is_device(self._residual):
+            return self._residual.copy()
         view = self._residual.view()
         view.flags.writeable = False
         return view
@@ -57,10 +62,12 @@ class ErrorFeedback:
 
     def owed(self, like: np.ndarray) -> np.ndarray:
         """The residual for arrays like ``like``, writable: for a collective that charges its own
-        encodes to it (``mpicoll.allreduce``). Zeros when new or when shape or dtype changed."""
+        encodes to it (``mpicoll.allreduce``). Zeros when new or when shape, dtype or memory
+        changed."""
+        xp = array_module(like)
         if self._residual is None or self._residual.shape != like.shape \
-                or self._residual.dtype != like.dtype:
-            self._residual = np.zeros(like.shape, like.dtype)
+                or self._residual.dtype != like.dtype or array_module(self._residual) is not xp:
+            self._residual = xp.zeros(like.shape, like.dtype)
         return self._residual
 
     def encode(self, array, out=None) -> np.ndarray:
@@ -68,7 +75,7 @@ class ErrorFeedback:
         given = self.owed(x)
         given += x  # the residual buffer becomes what we owe in total
         frame = self.codec.encode(given, out)
-        given -= self.codec.decode(frame, out=np.empty_like(x))  # ... and then what is still owed
+        given -= self.codec.decode(frame, out=array_module(x).empty_like(x))  # ... and then what is still owed
         return frame
 
     def decode(self, frame, out=None) -> np.ndarray:

@@ -12,6 +12,7 @@ import struct
 
 import numpy as np
 
+from .._array import array_module
 from .abc import Codec
 from .wire import CodecError
 
@@ -27,7 +28,7 @@ class FP16(Codec):
     def _encode(self, flat):
         def fill(payload):
             with np.errstate(over="ignore"):  # beyond half's range -> inf, documented
-                np.copyto(payload.view("<f2"), flat, casting="unsafe")
+                array_module(flat).copyto(payload.view("<f2"), flat, casting="unsafe")
         return (), 2 * flat.size, fill
 
     def _parse(self, header, payload):

@@ -23,8 +23,9 @@ import struct
 import numpy as np
 
 from .._array import array_module
+from . import kernels
 from .abc import Codec
-from .blocks import block_rows
+from .blocks import block_rows, chunk_elements
 from .wire import CodecError
 
 __all__ = ["Int8"]
@@ -53,7 +54,7 @@ class Int8(Codec):
         def fill(payload):
             scales = payload[:4 * nblocks].view("<f4")
             q = payload[4 * nblocks:].view(np.int8)
-            for elems, rows, width in block_rows(flat.size, self.block_size):
+            for elems, rows, width in block_rows(flat.size, self.block_size, chunk_elements(flat)):
                 self._quantize(flat[elems].reshape(-1, width), scales[rows],
                                q[elems].reshape(-1, width))
         return (self.block_size, 0), 4 * nblocks + flat.size, fill
@@ -62,19 +63,14 @@ class Int8(Codec):
         """Quantize the (blocks, width) array ``x`` into ``q``, one scale per row."""
         xp = array_module(x)
         work = xp.float64 if x.dtype == xp.float64 else xp.float32
+        # the random stream is NumPy's on the host too, so a seed gives the same frames anywhere
+        noise = xp.asarray(self._rng.random(x.shape, dtype=work)) if self.stochastic else None
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             scale = (xp.abs(x).max(axis=1).astype(work) / 127).astype(xp.float32)
             scale[~xp.isfinite(scale)] = xp.nan
             inv = xp.where(scale > 0, 1 / scale.astype(work), 0).astype(work)
-            y = x.astype(work) * inv[:, None]
-            if self.stochastic:
-                y = xp.floor(y + self._rng.random(y.shape, dtype=work))
-            else:
-                y = xp.rint(y)
-            xp.clip(y, -127, 127, out=y)
-            y[xp.isnan(y)] = 0
+            kernels.for_array(x).quantize(x, inv, q, noise)
         scales[...] = scale
-        q[...] = y
 
     def _parse(self, header, payload):
         block, reserved = header.params
@@ -90,14 +86,11 @@ class Int8(Codec):
 
     def _decode_into(self, header, parsed, out):
         block, scales, q = parsed
-        for elems, rows, width in block_rows(out.size, block):
-            np.multiply(q[elems].reshape(-1, width), scales[rows, None],
-                        out=out[elems].reshape(-1, width), casting="unsafe")
+        kernels.for_array(out).dequantize(q, scales, block, out)
 
     def _add_into(self, header, parsed, acc):
         block, scales, q = parsed
-        for elems, rows, width in block_rows(acc.size, block):
-            acc[elems].reshape(-1, width)[...] += q[elems].reshape(-1, width) * scales[rows, None]
+        kernels.for_array(acc).dequantize(q, scales, block, acc, add=True)
 
     def _max_payload_nbytes(self, count, dtype):
         return 4 * -(-count // self.block_size) + count

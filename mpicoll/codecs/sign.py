@@ -20,8 +20,9 @@ import struct
 import numpy as np
 
 from .._array import array_module
+from . import kernels
 from .abc import Codec
-from .blocks import block_rows
+from .blocks import block_rows, chunk_elements
 from .wire import CodecError
 
 __all__ = ["Sign"]
@@ -31,9 +32,10 @@ _MAX_BLOCK = 2**31
 
 def _signs(bits: np.ndarray, elems: slice) -> np.ndarray:
     """Unpack the bits of elements ``elems`` into ±1 as int8."""
+    xp = array_module(bits)
     lo, hi = elems.start, elems.stop
-    negative = np.unpackbits(bits[lo // 8:-(-hi // 8)], bitorder="little")[lo % 8:lo % 8 + hi - lo]
-    return 1 - 2 * negative.view(np.int8)
+    negative = xp.unpackbits(bits[lo // 8:-(-hi // 8)], bitorder="little")[lo % 8:lo % 8 + hi - lo]
+    return (1 - 2 * negative.view(np.int8)).astype(np.int8, copy=False)  # the kernels take int8
 
 
 class Sign(Codec):
@@ -55,7 +57,7 @@ class Sign(Codec):
             xp = array_module(flat)
             scales = payload[:4 * nblocks].view("<f4")
             work = xp.float64 if flat.dtype == xp.float64 else xp.float32
-            for elems, rows, width in block_rows(flat.size, self.block_size):
+            for elems, rows, width in block_rows(flat.size, self.block_size, chunk_elements(flat)):
                 with np.errstate(over="ignore", invalid="ignore"):
                     scale = xp.abs(flat[elems].reshape(-1, width)).mean(axis=1, dtype=work)
                     scale = scale.astype(xp.float32)
@@ -80,16 +82,18 @@ class Sign(Codec):
         return block, payload[:4 * nblocks].view("<f4"), bits
 
     def _decode_into(self, header, parsed, out):
-        block, scales, bits = parsed
-        for elems, rows, width in block_rows(out.size, block):
-            np.multiply(_signs(bits, elems).reshape(-1, width), scales[rows, None],
-                        out=out[elems].reshape(-1, width), casting="unsafe")
+        self._apply(parsed, out, add=False)
 
     def _add_into(self, header, parsed, acc):
+        self._apply(parsed, acc, add=True)
+
+    @staticmethod
+    def _apply(parsed, out, add: bool) -> None:
+        """``out (+)= ±scale``, the signs unpacked a chunk at a time (all at once on a device)."""
         block, scales, bits = parsed
-        for elems, rows, width in block_rows(acc.size, block):
-            a = acc[elems].reshape(-1, width)
-            a += _signs(bits, elems).reshape(-1, width) * scales[rows, None]
+        scale = kernels.for_array(out)
+        for elems, rows, _ in block_rows(out.size, block, chunk_elements(out)):
+            scale.dequantize(_signs(bits, elems), scales[rows], block, out[elems], add)
 
     def _max_payload_nbytes(self, count, dtype):
         return 4 * -(-count // self.block_size) + -(-count // 8)

@@ -7,6 +7,9 @@ costs ~1.3 bytes instead of GRACE's 8 — with float16 values ~3.3 bytes per kep
 smaller than float32. Gaps are non-negative by construction, so decoded indices are strictly
 increasing: a decoder checks only that none overflows and the last is below the count.
 
+On a device, selecting, gathering and scatter-adding run there; the varint stream (O(k) bytes,
+sequential by nature) is built and read on the host.
+
 Payload: ``k`` × values (value dtype, little-endian), then the varint stream.
 Header parameters (24 bytes): u64 k, u64 varint stream length in bytes, u8 value dtype code
 (as the header's dtype codes), 7 reserved bytes (zero; decoders reject others).
@@ -21,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .._array import array_module, to_host
 from . import wire
 from .abc import Codec
 from .wire import CodecError
@@ -86,22 +90,24 @@ class SparseCodec(Codec):
 
     @abstractmethod
     def _select(self, flat: np.ndarray) -> np.ndarray:
-        """Return the sorted, unique int64 indices of the elements to send."""
+        """Return the sorted, unique int64 indices of the elements to send (in ``flat``'s array
+        module)."""
 
     @abstractmethod
     def _max_kept(self, count: int) -> int: ...
 
     def _encode(self, flat):
+        xp = array_module(flat)
         idx = self._select(flat)
         vdtype = np.dtype(self.value_dtype or flat.dtype)
         with np.errstate(over="ignore"):  # beyond float16's range -> inf, as the fp16 codec
             values = flat[idx].astype(vdtype)
-        stream = varint_encode(np.diff(idx, prepend=-1).astype(np.uint64) - np.uint64(1))
+        stream = varint_encode(np.diff(to_host(idx), prepend=-1).astype(np.uint64) - np.uint64(1))
         nvalues = values.nbytes
 
         def fill(payload):
             payload[:nvalues].view(vdtype)[...] = values
-            payload[nvalues:] = stream
+            payload[nvalues:] = xp.asarray(stream)
         params = (idx.size, stream.size, wire.DTYPE_CODES[vdtype], bytes(7))
         return params, nvalues + stream.size, fill
 
@@ -118,12 +124,12 @@ class SparseCodec(Codec):
         if payload.size != nvalues + nstream:
             raise CodecError(f"sparse payload is {payload.size} bytes, the header says "
                              f"{nvalues} + {nstream}")
-        gaps = varint_decode(payload[nvalues:], k)
+        gaps = varint_decode(to_host(payload[nvalues:]), k)
         idx = np.cumsum(gaps + np.uint64(1)) - np.uint64(1)
         # each step adds at most 2**63, so an overflow would show as a decrease
         if k and (idx[-1] >= header.count or np.any(idx[1:] <= idx[:-1])):
             raise CodecError(f"index out of range for {header.count} elements")
-        return payload[:nvalues].view(vdtype), idx.view(np.int64)
+        return payload[:nvalues].view(vdtype), array_module(payload).asarray(idx.view(np.int64))
 
     def _decode_into(self, header, parsed, out):
         values, idx = parsed

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from .._array import array_module, to_host
 from .sparse import SparseCodec, kept_count, value_dtype_name
 
 __all__ = ["Threshold"]
@@ -59,23 +60,25 @@ class Threshold(SparseCodec):
         return count
 
     def _select(self, flat):
+        xp = array_module(flat)
         if flat.size == 0:
-            return np.zeros(0, np.int64)
-        magnitude = np.abs(flat)
+            return xp.zeros(0, np.int64)
+        magnitude = xp.abs(flat)
         target = kept_count(self.density, flat.size)
         t = self._threshold if self._threshold is not None else self._estimate(magnitude)
-        idx = np.flatnonzero(~(magnitude <= t))
+        idx = xp.flatnonzero(~(magnitude <= t))
         sent = magnitude[idx]
-        nxt = _next_threshold(t, sent[np.isfinite(sent)], target)
+        nxt = _next_threshold(t, to_host(sent[xp.isfinite(sent)]), target)
         self._threshold = nxt if math.isfinite(nxt) and nxt > 0 else None
         return idx
 
     def _estimate(self, magnitude):
+        xp = array_module(magnitude)
         n = magnitude.size
         m = min(n, max(_MIN_SAMPLE, math.ceil(100 / self.density)))
-        sample = magnitude[self._rng.integers(0, n, m)] if m < n else magnitude
+        sample = magnitude[xp.asarray(self._rng.integers(0, n, m))] if m < n else magnitude
         rank = min(m, kept_count(self.density, m))
-        return float(np.partition(sample, m - rank)[m - rank])
+        return float(xp.partition(sample, m - rank)[m - rank])
 
 
 def _next_threshold(t: float, sent: np.ndarray, target: int) -> float:

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from .._array import array_module
 from .sparse import SparseCodec, kept_count, value_dtype_name
 
 __all__ = ["TopK"]
@@ -51,29 +52,32 @@ class TopK(SparseCodec):
         return kept_count(self.ratio, count)
 
     def _select(self, flat):
+        xp = array_module(flat)
         k = kept_count(self.ratio, flat.size)
-        magnitude = np.abs(flat)
+        magnitude = xp.abs(flat)
         if self.method == "sampled" and k:
             candidates = self._candidates(magnitude, k)
             if candidates.size >= k:
-                return np.sort(candidates[_largest(magnitude[candidates], k)])
-        return np.sort(_largest(magnitude, k))
+                return xp.sort(candidates[_largest(magnitude[candidates], k)])
+        return xp.sort(_largest(magnitude, k))
 
     def _candidates(self, magnitude, k):
         """Indices with magnitude at or above a sampled threshold set to keep ~1.25 k + noise."""
+        xp = array_module(magnitude)
         n = magnitude.size
         m = min(n, max(_MIN_SAMPLE, math.ceil(self.sample_ratio * n)))
         expected = m * k / n  # sample elements expected among the top k
         rank = math.ceil(1.25 * expected + 3 * math.sqrt(expected)) + 1
         if rank >= m:
-            return np.arange(n)
-        sample = magnitude[self._rng.integers(0, n, m)]
-        threshold = np.partition(sample, m - rank)[m - rank]
-        return np.flatnonzero(~(magnitude < threshold))  # NaN included
+            return xp.arange(n)
+        sample = magnitude[xp.asarray(self._rng.integers(0, n, m))]
+        threshold = xp.partition(sample, m - rank)[m - rank]
+        return xp.flatnonzero(~(magnitude < threshold))  # NaN included
 
 
 def _largest(magnitude, k):
     """Indices of the k largest magnitudes (NaN counts as largest), in no particular order."""
+    xp = array_module(magnitude)
     if k == magnitude.size:
-        return np.arange(k)
-    return np.argpartition(magnitude, magnitude.size - k)[magnitude.size - k:]
+        return xp.arange(k)
+    return xp.argpartition(magnitude, magnitude.size - k)[magnitude.size - k:]

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._array import is_device, to_host
+
 __all__ = ["CodecError", "Header", "MAGIC", "VERSION", "MAX_NDIM", "DTYPE_CODES", "CODE_DTYPES",
            "frame_bytes", "header_nbytes", "pack", "peek_codec_id", "unpack", "check_allocation"]
 
@@ -64,7 +66,14 @@ class Header:
 
 
 def frame_bytes(frame) -> np.ndarray:
-    """View a bytes-like frame (bytes, bytearray, memoryview, contiguous array) as uint8, no copy."""
+    """View a bytes-like frame (bytes, bytearray, memoryview, contiguous array) as uint8, no copy.
+
+    A device frame (a contiguous CuPy uint8 array) stays on the device.
+    """
+    if is_device(frame):
+        if frame.dtype != np.uint8 or not frame.flags.c_contiguous:
+            raise TypeError("a device frame must be a contiguous uint8 array")
+        return frame.reshape(-1)
     try:
         view = memoryview(frame)
     except TypeError:
@@ -89,7 +98,7 @@ def peek_codec_id(buf: np.ndarray) -> int:
     """Return the codec id of a frame after checking its magic and version."""
     if buf.size < _FIXED.size:
         raise CodecError(f"truncated frame: {buf.size} bytes, a header needs {_FIXED.size}")
-    magic, version, codec_id, _, _, _ = _FIXED.unpack_from(buf)
+    magic, version, codec_id, _, _, _ = _FIXED.unpack_from(to_host(buf[:_FIXED.size]))
     if magic != MAGIC:
         raise CodecError(f"not a codec frame: magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
