@@ -110,7 +110,7 @@ def main():
               f"{'comm ms':>9} {'overlap %':>9} {'step/compute':>12}")
     for cap in [float(b) for b in args.buckets.split(",")]:
         managers = {p: BucketManager(grads, bucket_bytes=int(cap * (1 << 20)), progress=p,
-                                     codec=codec, comm=comm) for p in policies}
+                                     codec=codec, comm=comm, as_views=True) for p in policies}
         first = managers[policies[0]]
         pure = lambda: first.run([lambda: list(grads)])  # noqa: E731  every gradient at once
         timed(comm, pure)  # warm-up: plans, scratch
@@ -127,7 +127,8 @@ def main():
                     samples[name].append(timed(comm, pure))
                 else:
                     m = managers[name]
-                    samples[name].append(timed(comm, lambda: m.run(steps(m, grads, backward, comm))))
+                    samples[name].append(timed(comm, lambda: m.run(steps(m, m.tensors_by_name,
+                                                                          backward, comm))))
             bar.step(f"bucket {cap:g} MiB")
         compute, comm_med = np.median(samples["alone"]), np.median(samples["comm"])
         for p in policies:

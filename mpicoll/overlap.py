@@ -90,21 +90,31 @@ class BucketManager:
             ``lambda: codecs.ErrorFeedback(codecs.get("int8"))``): each bucket gets its own,
             since error feedback and adaptive thresholds are state.
         progress: one of ``POLICIES``.
+        as_views: make ``manager.tensors`` views into the bucket buffers (their current values
+            kept) instead of copying into buckets when ready and back at the end, as DDP's
+            ``gradient_as_bucket_view``: write gradients into ``manager.tensors_by_name[...]``.
     """
 
     def __init__(self, tensors: Sequence[np.ndarray] | Mapping[str, np.ndarray], *, comm=None,
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                  first_bucket_bytes: int = DEFAULT_FIRST_BUCKET_BYTES, op: str = "avg",
                  algorithm: str = "auto", codec: str | Callable[[], object] | None = None,
-                 progress: str = "test"):
+                 progress: str = "test", as_views: bool = False):
         names, arrays = (list(tensors), list(tensors.values())) if isinstance(tensors, Mapping) \
             else ([str(i) for i in range(len(tensors))], list(tensors))
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self._check_arguments(arrays, bucket_bytes, first_bucket_bytes, op, codec, progress)
         self.tensors, self.names = arrays, names
         self.op, self.algorithm, self.progress = op, algorithm, progress
-        self._index = {id(a): i for i, a in enumerate(arrays)}
         self.buckets = self._pack(arrays, bucket_bytes, first_bucket_bytes, codec)
+        self.as_views = as_views
+        if as_views:  # DDP's gradient_as_bucket_view: no copy in, no copy back
+            for b in self.buckets:
+                for i, start in zip(b.members, b.offsets):
+                    view = b.flat[start:start + arrays[i].size].reshape(arrays[i].shape)
+                    view[...] = arrays[i]
+                    self.tensors[i] = view
+        self._index = {id(a): i for i, a in enumerate(self.tensors)}
         self._bucket_of = {t: b for b in self.buckets for t in b.members}
         self._check_same_on_all_ranks(bucket_bytes, first_bucket_bytes, op, algorithm,
                                       codec if codec is None or isinstance(codec, str) else "factory")
@@ -151,9 +161,9 @@ class BucketManager:
             bucket = self._bucket_of[i]
             if i not in bucket.pending:
                 raise ValueError(f"tensor {self.names[i]!r} was already marked ready this step")
-            k = bucket.members.index(i)
-            start = bucket.offsets[k]
-            bucket.flat[start:start + self.tensors[i].size] = self.tensors[i].reshape(-1)
+            if not self.as_views:
+                start = bucket.offsets[bucket.members.index(i)]
+                bucket.flat[start:start + self.tensors[i].size] = self.tensors[i].reshape(-1)
             bucket.pending.discard(i)
         if self.progress != "none":
             self._start_ready_buckets()
@@ -173,6 +183,8 @@ class BucketManager:
             for bucket in self.buckets:
                 bucket.request.wait()
                 self._finished(bucket)
+        if self.as_views:
+            return  # the tensors are the buckets
         for bucket in self.buckets:
             for i, start in zip(bucket.members, bucket.offsets):
                 t = self.tensors[i]

@@ -118,3 +118,16 @@ def test_overlap_percent_is_osus():
     assert overlap_percent(t_overall=10, t_compute=10, t_pure_comm=4) == 100
     assert overlap_percent(t_overall=14, t_compute=10, t_pure_comm=4) == 0
     assert overlap_percent(t_overall=11, t_compute=10, t_pure_comm=4) == 75
+
+
+def test_as_views_writes_into_the_buckets():
+    grads = {k: np.zeros_like(v) for k, v in gradients(0).items()}
+    manager = BucketManager(grads, bucket_bytes=64_000, first_bucket_bytes=4_000, as_views=True)
+    views = manager.tensors_by_name
+    assert all(np.shares_memory(views[k], b.flat) for b in manager.buckets
+               for k in [manager.names[i] for i in b.members])
+    values = gradients(2)
+    manager.run(callbacks(views, values, list(grads)))
+    want = expected(manager, values)
+    assert_everywhere(WORLD, all(views[k].tobytes() == want[k].tobytes() for k in grads),
+                      "views != blocking allreduce")
