@@ -1,9 +1,12 @@
-"""A progress bar for long sweeps: redrawn in place on a terminal, one line per step in a log."""
+"""A progress bar for long sweeps: redrawn in place on a terminal; in a log (a batch job's
+output), a line at most every LOG_EVERY seconds and at the end, so the log stays readable."""
 
 from __future__ import annotations
 
 import sys
 import time
+
+LOG_EVERY = 10.0
 
 
 class Progress:
@@ -13,6 +16,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.start = time.monotonic()
+        self._logged = self.start
 
     def step(self, label: str = "") -> None:
         self.done += 1
@@ -25,7 +29,8 @@ class Progress:
                 f"{elapsed:5.0f}s elapsed, ~{eta:.0f}s left  {label}")
         if self.tty:
             self.stream.write("\r\033[K" + line)
-        else:
+        elif self.done == self.total or time.monotonic() - self._logged >= LOG_EVERY:
+            self._logged = time.monotonic()
             self.stream.write(line + "\n")
         self.stream.flush()
 
