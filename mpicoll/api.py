@@ -81,7 +81,7 @@ def choose_algorithm(sendbuf, *, op="sum", algorithm="auto", comm=None, codec=No
 def _resolve(name: str, nbytes: int, ctx: context.Context, codec) -> str:
     """The algorithm that will run. Sparse codecs always allgather frames, whatever was asked:
     said here, so that requests, records and ``choose_algorithm`` name what really runs."""
-    inner = codec.codec if isinstance(codec, codecs.ErrorFeedback) else codec
+    inner, _ = _unwrap(codec)
     if inner is not None and not inner.dense and ctx.size > 1:
         return sparse.NAME
     if name != "auto":
@@ -93,8 +93,7 @@ def _resolve(name: str, nbytes: int, ctx: context.Context, codec) -> str:
 def _dense(ctx, name, send, recv, op, codec, record, tag, path) -> Iterator[Execution]:
     """One execution of a cached plan: plain, or compressed with a dense codec; ``path`` is the
     transport."""
-    feedback = isinstance(codec, codecs.ErrorFeedback)
-    inner = codec.codec if feedback else codec
+    inner, feedback = _unwrap(codec)
     if ctx.size == 1:  # one rank: nothing travels, so nothing is compressed or owed
         inner = None
     plan = ctx.plan(name, send.size, _options(send.dtype), inner, feedback, op.average)
@@ -104,6 +103,13 @@ def _dense(ctx, name, send, recv, op, codec, record, tag, path) -> Iterator[Exec
     link = path.bind(plan.schedule, bufs, plan)
     yield Execution(plan.schedule, op, ctx.comm, tag, bufs, inner, record, link)
     plan.give_back(scratch)  # not on abandonment: MPI might still write into it
+
+
+def _unwrap(codec) -> tuple:
+    """(the codec that encodes, whether error feedback wraps it)."""
+    if isinstance(codec, codecs.ErrorFeedback):
+        return codec.codec, True
+    return codec, False
 
 
 def _codec_name(codec) -> str:
@@ -120,8 +126,7 @@ def _sparse(ctx, send, recv, op, codec, record, tags, request, path) -> Iterator
     outweigh what a dense ring would move (2·n bytes of the array), they fall back to the exact
     ring, and the request and the timing record say so. The lengths travel from host memory.
     """
-    feedback = isinstance(codec, codecs.ErrorFeedback)
-    inner = codec.codec if feedback else codec
+    inner, feedback = _unwrap(codec)
     xp = array_module(send)
     given = send
     if feedback or op.average:  # this rank's contribution, prepared in recv as the plans do

@@ -318,6 +318,8 @@ class BucketManager:
 
 
 def _make_codec(codec):
-    if codec is None or isinstance(codec, (str, codecs.Codec)):
+    """One codec per bucket: a name is built here (not per call, which would restart a
+    threshold codec's adaptation every step); a shared stateless codec object is kept."""
+    if codec is None or isinstance(codec, codecs.Codec):
         return codec
-    return codec()
+    return codecs.get(codec) if isinstance(codec, str) else codec()
