@@ -31,7 +31,7 @@ from mpicoll.overlap import BucketManager, overlap_percent  # noqa: E402
 from mpicoll.progress import Progress  # noqa: E402
 
 ROW = np.dtype([("run", "i4"), ("bucket_mib", "f8"), ("buckets", "i4"), ("policy", "S8"),
-                ("codec", "S16"), ("ranks", "i4"), ("layers", "i4"), ("layer_mib", "f8"),
+                ("impl", "S8"), ("codec", "S16"), ("ranks", "i4"), ("layers", "i4"), ("layer_mib", "f8"),
                 ("step_ms", "f8"), ("compute_ms", "f8"), ("comm_ms", "f8"), ("overlap", "f8"),
                 ("slowdown", "f8")])
 
@@ -43,6 +43,9 @@ def parse():
     p.add_argument("--buckets", default="1,4,16,64", help="bucket caps in MiB, comma-separated")
     p.add_argument("--policies", default="test,thread,none")
     p.add_argument("--codec", default="", help="codec for every bucket (default: none)")
+    p.add_argument("--native", action="store_true",
+                   help="also run the reference: the same buckets and policies, each bucket "
+                        "reduced by the MPI library's MPI_Iallreduce")
     p.add_argument("--compute-ratio", type=float, default=1.2,
                    help="backward compute per step / pure communication time (default 1.2)")
     p.add_argument("--reps", type=int, default=5)
@@ -63,8 +66,15 @@ class Backward:
             self.a @ self.a
         self.seconds_per_product = comm.allreduce((time.perf_counter() - t0) / 200, op=MPI.MAX)
 
-    def calibrate(self, seconds_per_layer: float) -> None:
-        self.k = max(1, round(seconds_per_layer / self.seconds_per_product))
+    def calibrate(self, comm, seconds: float, layers: int) -> None:
+        """Set k so that a pass of ``layers`` layers takes ``seconds`` with every rank computing
+        at once; re-measured, because the first estimate misses how the ranks share the cores."""
+        self.k = max(1, round(seconds / layers / self.seconds_per_product))
+        for _ in range(3):
+            took = timed(comm, lambda: [self.layer() for _ in range(layers)])
+            if abs(took / seconds - 1) < 0.03:
+                break
+            self.k = max(1, round(self.k * seconds / took))
 
     def layer(self):
         for _ in range(self.k):
@@ -84,6 +94,36 @@ def steps(manager, grads, backward, comm):
     return [make(n) for n in names]
 
 
+def one_step(manager, backward, comm):
+    return lambda: manager.run(steps(manager, manager.tensors_by_name, backward, comm))
+
+
+def pure_comm(manager, grads):
+    """Every gradient ready at once, no compute: the nonblocking allreduce alone."""
+    return lambda: manager.run([lambda: list(grads)])
+
+
+class NativeBuckets(BucketManager):
+    """The reference: the same buckets, readiness order and progress policy, each bucket reduced
+    by the MPI library's own MPI_Iallreduce (divided by p first, as mpicoll's "avg")."""
+
+    def _start(self, bucket):
+        if self.op == "avg":
+            bucket.flat *= 1 / self.comm.Get_size()
+        return _MPIRequest(self.comm.Iallreduce(MPI.IN_PLACE, bucket.flat))
+
+
+class _MPIRequest:
+    def __init__(self, request):
+        self._request = request
+
+    def test(self) -> bool:
+        return self._request.Test()
+
+    def wait(self) -> None:
+        self._request.Wait()
+
+
 def timed(comm, fn) -> float:
     comm.Barrier()
     t0 = time.perf_counter()
@@ -99,6 +139,8 @@ def main():
     grads = {f"layer{i}": np.zeros(count, np.float32) for i in reversed(range(args.layers))}
     policies = args.policies.split(",")
     codec = args.codec or None
+    if args.native and codec:
+        raise SystemExit("--native compares uncompressed buckets: drop --codec")
     backward = Backward(comm)
     rows = []
     bar = Progress(len(args.buckets.split(",")) * args.reps, enabled=root)
@@ -106,41 +148,38 @@ def main():
         print(f"# {comm.Get_size()} ranks, {args.layers} layers x {args.layer_mib} MiB, codec "
               f"{codec or 'none'}, compute = {args.compute_ratio} x pure comm, "
               f"{args.reps} interleaved repetitions, medians")
-        print(f"# {'bucket MiB':>10} {'buckets':>7} {'policy':>7} {'step ms':>9} {'compute ms':>10} "
+        print(f"# {'bucket MiB':>10} {'buckets':>7} {'impl':>7} {'policy':>7} {'step ms':>9} {'compute ms':>10} "
               f"{'comm ms':>9} {'overlap %':>9} {'step/compute':>12}")
+    impls = {"mpicoll": BucketManager, **({"native": NativeBuckets} if args.native else {})}
+    variants = [(impl, p) for impl in impls for p in policies]
     for cap in [float(b) for b in args.buckets.split(",")]:
-        managers = {p: BucketManager(grads, bucket_bytes=int(cap * (1 << 20)), progress=p,
-                                     codec=codec, comm=comm, as_views=True) for p in policies}
-        first = managers[policies[0]]
-        pure = lambda: first.run([lambda: list(grads)])  # noqa: E731  every gradient at once
-        timed(comm, pure)  # warm-up: plans, scratch
-        comm_s = np.median([timed(comm, pure) for _ in range(3)])
-        backward.calibrate(args.compute_ratio * comm_s / args.layers)
+        managers = {(impl, p): cls(grads, bucket_bytes=int(cap * (1 << 20)), progress=p, codec=codec,
+                                   comm=comm, as_views=True)
+                    for impl, cls in impls.items() for p in policies}
+        pure = {impl: pure_comm(managers[impl, policies[0]], grads) for impl in impls}
+        timed(comm, pure["mpicoll"])  # warm-up: plans, scratch
+        comm_s = np.median([timed(comm, pure["mpicoll"]) for _ in range(3)])
+        backward.calibrate(comm, args.compute_ratio * comm_s, args.layers)
         alone = lambda: [backward.layer() for _ in range(args.layers)]  # noqa: E731
-        samples = {"alone": [], **{p: [] for p in policies}, "comm": []}
+        tasks = {"alone": alone, **{("comm", impl): f for impl, f in pure.items()},
+                 **{v: one_step(managers[v], backward, comm) for v in variants}}
+        samples = {name: [] for name in tasks}
+        order = list(tasks)
         for rep in range(args.reps):
-            order = ["alone", "comm", *policies]
             for name in order[rep % len(order):] + order[:rep % len(order)]:
-                if name == "alone":
-                    samples[name].append(timed(comm, alone))
-                elif name == "comm":
-                    samples[name].append(timed(comm, pure))
-                else:
-                    m = managers[name]
-                    samples[name].append(timed(comm, lambda: m.run(steps(m, m.tensors_by_name,
-                                                                          backward, comm))))
+                samples[name].append(timed(comm, tasks[name]))
             bar.step(f"bucket {cap:g} MiB")
-        compute, comm_med = np.median(samples["alone"]), np.median(samples["comm"])
-        for p in policies:
-            step = float(np.median(samples[p]))
-            row = (0, cap, len(managers[p].buckets), p, codec or "", comm.Get_size(), args.layers,
-                   args.layer_mib, step * 1e3, compute * 1e3, comm_med * 1e3,
+        compute = np.median(samples["alone"])
+        for impl, p in variants:
+            step, comm_med = float(np.median(samples[impl, p])), np.median(samples["comm", impl])
+            row = (0, cap, len(managers[impl, p].buckets), p, impl, codec or "", comm.Get_size(),
+                   args.layers, args.layer_mib, step * 1e3, compute * 1e3, comm_med * 1e3,
                    overlap_percent(step, compute, comm_med), step / compute)
             rows.append(row)
             if root:
                 bar.clear()
-                print(f"  {cap:>10g} {row[2]:>7} {p:>7} {row[8]:9.1f} {row[9]:10.1f} {row[10]:9.1f} "
-                      f"{row[11]:9.1f} {row[12]:12.2f}", flush=True)
+                print(f"  {cap:>10g} {row[2]:>7} {impl:>7} {p:>7} {row[9]:9.1f} {row[10]:10.1f} "
+                      f"{row[11]:9.1f} {row[12]:9.1f} {row[13]:12.2f}", flush=True)
     bar.close()
     table = np.array(rows, ROW)
     if args.output:
@@ -154,12 +193,18 @@ def plot(table, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for p in dict.fromkeys(table["policy"]):
-        sel = table[table["policy"] == p]
-        ax1.plot(sel["bucket_mib"], sel["step_ms"], marker="o", label=f"step, {p.decode()}")
-        ax2.plot(sel["bucket_mib"], sel["overlap"], marker="o", label=p.decode())
-    ax1.plot(table["bucket_mib"], table["compute_ms"], "k--", label="compute alone")
-    ax1.plot(table["bucket_mib"], table["comm_ms"], "k:", label="pure communication")
+    colors = {p: f"C{i}" for i, p in enumerate(dict.fromkeys(table["policy"]))}
+    for impl in dict.fromkeys(table["impl"]):
+        style = "-" if impl == b"mpicoll" else "--"
+        for p, color in colors.items():
+            sel = table[(table["policy"] == p) & (table["impl"] == impl)]
+            label = f"{impl.decode()}, {p.decode()}"
+            ax1.plot(sel["bucket_mib"], sel["step_ms"], style, color=color, marker="o", label=label)
+            ax2.plot(sel["bucket_mib"], sel["overlap"], style, color=color, marker="o", label=label)
+        first = table[table["impl"] == impl][::len(colors)]
+        ax1.plot(first["bucket_mib"], first["comm_ms"], style, color="grey",
+                 label=f"pure communication, {impl.decode()}")
+    ax1.plot(table["bucket_mib"], table["compute_ms"], "k", linewidth=2, label="compute alone")
     for ax, label in ((ax1, "time per step (ms, median)"), (ax2, "overlap % (OSU)")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("bucket cap (MiB)")

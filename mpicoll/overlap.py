@@ -203,9 +203,13 @@ class BucketManager:
             while self._next < len(self.buckets) and not self.buckets[self._next].pending:
                 b = self.buckets[self._next]
                 b.started = time.perf_counter()
-                b.request = api.iallreduce(b.flat, b.flat, op=self.op, algorithm=self.algorithm,
-                                           comm=self.comm, codec=b.codec)
+                b.request = self._start(b)
                 self._next += 1
+
+    def _start(self, bucket: _Bucket):
+        """Start one bucket's allreduce in place; returns what ``test()``/``wait()`` advance."""
+        return api.iallreduce(bucket.flat, bucket.flat, op=self.op, algorithm=self.algorithm,
+                              comm=self.comm, codec=bucket.codec)
 
     def _poll(self) -> bool:
         done = True

@@ -56,6 +56,24 @@ def test_buckets_equal_blocking_allreduce_whatever_the_readiness_order(policy, a
         assert metrics.t_overall >= metrics.t_compute >= 0
 
 
+def test_benchmark_reference_on_mpi_iallreduce_matches_native():
+    """benchmarks/overlap.py --native: the same buckets through MPI_Iallreduce, compared with
+    the MPI library's blocking Allreduce of each bucket (integer-valued, so order-free)."""
+    from benchmarks.overlap import NativeBuckets
+    values = {k: np.round(v * 8) for k, v in gradients(5).items()}
+    grads = {k: np.zeros_like(v) for k, v in values.items()}
+    manager = NativeBuckets(grads, bucket_bytes=64_000, first_bucket_bytes=4_000, op="sum",
+                            progress="thread")
+    manager.run(callbacks(grads, values, list(grads)))
+    ok = True
+    for b in manager.buckets:
+        flat = np.concatenate([values[manager.names[i]] for i in b.members])
+        WORLD.Allreduce(MPI.IN_PLACE, flat)
+        ok &= all(grads[manager.names[i]].tobytes() == flat[s:s + grads[manager.names[i]].size].tobytes()
+                  for i, s in zip(b.members, b.offsets))
+    assert_everywhere(WORLD, ok, "the benchmark's MPI_Iallreduce buckets != MPI_Allreduce")
+
+
 def test_codecs_in_buckets_one_state_each():
     grads = {k: np.zeros_like(v) for k, v in gradients(0).items()}
     make = lambda: codecs.ErrorFeedback(codecs.get("int8"))  # noqa: E731
