@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
+from typing import Any, TypeAlias
 
 import numpy as np
 
-__all__ = ["array_module", "is_device", "address", "writeable", "to_host", "same_module", "MIXED"]
+__all__ = ["Array", "array_module", "is_device", "address", "writeable", "to_host", "same_module",
+           "MIXED"]
+
+Array: TypeAlias = Any
+"""A NumPy or CuPy ndarray. CuPy has no type information (and is optional), so annotations say
+``Array`` where either kind may appear and ``np.ndarray`` where only host memory is possible."""
 
 MIXED = ("host (NumPy) and device (CuPy) arrays cannot be mixed; move one with cupy.asarray / "
          "cupy.asnumpy")
 
 
-def array_module(a) -> ModuleType:
+def array_module(a: Array) -> ModuleType:
     """Return ``cupy`` for a CuPy array, else ``numpy``."""
     if type(a) is np.ndarray:  # the common case first: this runs several times per call
         return np
@@ -28,26 +34,26 @@ def array_module(a) -> ModuleType:
     return np
 
 
-def is_device(a) -> bool:
+def is_device(a: Array) -> bool:
     return array_module(a) is not np
 
 
-def address(a) -> int:
+def address(a: Array) -> int:
     """Where the array's first element lives (a device pointer for device arrays)."""
     interface = a.__cuda_array_interface__ if is_device(a) else a.__array_interface__
     return interface["data"][0]
 
 
-def writeable(a) -> bool:
+def writeable(a: Array) -> bool:
     return getattr(a.flags, "writeable", True)  # CuPy arrays have no read-only flag
 
 
-def to_host(a) -> np.ndarray:
+def to_host(a: Array) -> np.ndarray:
     """``a`` itself on the host, a NumPy copy of a device array (synchronous: keep it small)."""
     return a.get() if is_device(a) else a
 
 
-def same_module(what: str, first, *others) -> ModuleType:
+def same_module(what: str, first: Array, *others: Array | None) -> ModuleType:
     """The array module of ``first``; TypeError if any of ``others`` lives elsewhere."""
     xp = array_module(first)
     for other in others:

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable, TypeAlias, Union
 
 import numpy as np
 from mpi4py import MPI
 
 from . import api, codecs, context, ops, timing
+from . import algorithm as algorithms_
+from .algorithm import select
 from .progress import Progress
 
 __all__ = ["Settings", "run", "parse_size", "size_range", "ROW_DTYPE", "format_size"]
@@ -32,6 +35,7 @@ ROW_DTYPE = np.dtype([
     ("ratio", "f8"), ("algbw", "f8"), ("busbw", "f8"), ("wrong", "i8"), ("error", "f8"),
 ])
 NATIVE = "native"
+Method: TypeAlias = Union[str, tuple[str, str]]  # NATIVE, or (algorithm, codec spec)
 TARGET_SAMPLE_SECONDS = 2e-3  # small messages repeat inside a sample so that it lasts about this
 
 
@@ -48,10 +52,25 @@ class Settings:
 
     @property
     def methods(self) -> list[tuple[str, str]]:
-        """(algorithm, codec) pairs, codec "" for none; the tree does not compress, so no
-        (tree, codec) pair (the header says so)."""
+        """(algorithm, codec) pairs, codec "" for none, each algorithm with the codecs it runs
+        (the header names the pairs left out)."""
         pairs = [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
-        return [(a, c) for a, c in pairs if not (a == "tree" and c)]
+        return [(a, c) for a, c in pairs if _runs(a, c)]
+
+    @property
+    def skipped(self) -> list[tuple[str, str]]:
+        """(algorithm, codec) pairs asked for that cannot run."""
+        pairs = [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
+        return [(a, c) for a, c in pairs if not _runs(a, c)]
+
+
+def _runs(algorithm_name: str, spec: str) -> bool:
+    """Whether ``algorithm=algorithm_name`` runs with codec ``spec`` ("" for none)."""
+    if algorithm_name not in algorithms_.names():
+        return True  # "auto", or unknown: run() refuses the latter with a clear error
+    codec = codecs.parse(spec)
+    return select.accepts(algorithms_.get(algorithm_name),
+                          None if codec is None else "dense" if codec.dense else "sparse")
 
 
 def parse_size(text: str) -> int:
@@ -70,8 +89,8 @@ def parse_size(text: str) -> int:
 
 def size_range(spec: str, factor: int = 2) -> list[int]:
     """'MIN:MAX' -> MIN, MIN·factor, ... up to MAX (OSU's -m)."""
-    lo, _, hi = spec.partition(":")
-    lo, hi = parse_size(lo), parse_size(hi or lo)
+    first, _, last = spec.partition(":")
+    lo, hi = parse_size(first), parse_size(last or first)
     if factor < 2 or lo > hi:
         raise ValueError(f"bad size range {spec!r} with factor {factor}")
     sizes, size = [], max(lo, 1)
@@ -98,7 +117,8 @@ def exact_input(count: int, dtype: np.dtype, op: str, rank: int) -> np.ndarray:
     return values.astype(dtype)
 
 
-def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print) -> np.ndarray:
+def run(settings: Settings, comm: MPI.Intracomm, *, progress: bool = True,
+        emit: Callable[[str], object] = print) -> np.ndarray:
     """Measure every size and algorithm; rank 0 emits table lines and gets the rows (others: empty)."""
     dtype = np.dtype(settings.dtype)
     op = ops.resolve(settings.op)
@@ -106,12 +126,12 @@ def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print
     for name in settings.algorithms:
         if name not in api.algorithms_available():
             raise ValueError(f"unknown algorithm {name!r}; choose from {api.algorithms_available()}")
-    codec_of = {method: make_codec(method[1]) for method in settings.methods}  # state: own each
+    codec_of = {method: codecs.parse(method[1]) for method in settings.methods}  # state: own each
     for method, codec in codec_of.items():  # refuse what cannot run before measuring anything
-        api.check_codec(codec, np.empty(0, dtype), op, method[0])
+        api.check_codec(codec, dtype, op, method[0])
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
-    nodes = len(context.of(comm).topology.nodes)  # collective on first use: every rank, now
+    nodes = len(context.of(comm).layout.nodes)  # collective on first use: every rank, now
     bar = Progress(len(settings.sizes) * len(settings.methods), enabled=root and progress)
     rows = []
     if root:
@@ -122,8 +142,8 @@ def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print
         lossy = np.random.default_rng(rank).standard_normal(count).astype(dtype)
         reference = np.empty_like(lossy)
         _native(comm, lossy, reference, op)()
-        out = {NATIVE: np.empty_like(exact)}
-        calls = {NATIVE: _native(comm, exact, out[NATIVE], op)}
+        out: dict[Method, np.ndarray] = {NATIVE: np.empty_like(exact)}
+        calls: dict[Method, Callable[[], object]] = {NATIVE: _native(comm, exact, out[NATIVE], op)}
         for method in settings.methods:
             x = lossy if method[1] else exact
             out[method] = np.empty_like(x)
@@ -151,38 +171,28 @@ def run(settings: Settings, comm: MPI.Comm, *, progress: bool = True, emit=print
     return np.array(rows, ROW_DTYPE) if root else np.empty(0, ROW_DTYPE)
 
 
-def make_codec(spec: str):
-    """'' -> None; 'int8' -> codec; 'int8+ef' -> ErrorFeedback(int8)."""
-    if not spec:
-        return None
-    name, _, feedback = spec.partition("+")
-    if feedback not in ("", "ef"):
-        raise ValueError(f"codec {spec!r}: the only suffix is '+ef' (error feedback)")
-    codec = codecs.get(name)
-    return codecs.ErrorFeedback(codec) if feedback else codec
-
-
-def _native(comm, x, out, op):
+def _native(comm: MPI.Intracomm, x: np.ndarray, out: np.ndarray, op: ops.Op) -> Callable[[], object]:
     """MPI's own Allreduce; MPI has no average, so an average is its sum divided by p."""
     if op.average:
-        def call():
+        def call() -> None:
             comm.Allreduce(x, out, op=op.mpi)
             np.divide(out, comm.Get_size(), out=out)
         return call
     return lambda: comm.Allreduce(x, out, op=op.mpi)
 
 
-def _call(x, out, op, algorithm, codec, comm):
+def _call(x: np.ndarray, out: np.ndarray, op: ops.Op, algorithm: str, codec: api.AnyCodec | None,
+          comm: MPI.Intracomm) -> Callable[[], object]:
     return lambda: api.allreduce(x, out, op=op, algorithm=algorithm, comm=comm, codec=codec)
 
 
-def _relative_error(result, reference) -> float:
+def _relative_error(result: np.ndarray, reference: np.ndarray) -> float:
     scale = float(np.linalg.norm(reference.astype(np.float64)))
     diff = float(np.linalg.norm(result.astype(np.float64) - reference))
     return diff / scale if scale else diff
 
 
-def record_phases(settings: Settings, comm: MPI.Comm) -> list[timing.Record]:
+def record_phases(settings: Settings, comm: MPI.Intracomm) -> list[timing.Record]:
     """One recorded call per (size, method): where the time goes, phase by phase."""
     dtype = np.dtype(settings.dtype)
     with timing.recording() as rec:
@@ -191,11 +201,12 @@ def record_phases(settings: Settings, comm: MPI.Comm) -> list[timing.Record]:
             for algorithm, spec in settings.methods:
                 comm.Barrier()
                 api.allreduce(x, op=settings.op, algorithm=algorithm, comm=comm,
-                              codec=make_codec(spec))
+                              codec=codecs.parse(spec))
     return rec.records
 
 
-def _measure(comm, calls, settings) -> dict[str, np.ndarray]:
+def _measure(comm: MPI.Intracomm, calls: dict[Method, Callable[[], object]], settings: Settings
+             ) -> dict[Method, np.ndarray]:
     """Per-call seconds of each method, one sample per repetition, slowest rank's."""
     for call in calls.values():
         for _ in range(settings.warmup):
@@ -216,7 +227,7 @@ def _measure(comm, calls, settings) -> dict[str, np.ndarray]:
     return dict(zip(names, samples))
 
 
-def _inner_repeats(comm, call) -> int:
+def _inner_repeats(comm: MPI.Intracomm, call: Callable[[], object]) -> int:
     """Enough back-to-back calls that one sample lasts about TARGET_SAMPLE_SECONDS (same on all ranks)."""
     comm.Barrier()
     t0 = time.perf_counter()
@@ -225,7 +236,8 @@ def _inner_repeats(comm, call) -> int:
     return int(min(1000, max(1, TARGET_SAMPLE_SECONDS // max(once, 1e-7))))
 
 
-def _row(settings, x, name, ran, codec, times, native, size, nodes, wrong, error):
+def _row(settings: Settings, x: np.ndarray, name: str, ran: str, codec: str, times: np.ndarray,
+         native: np.ndarray, size: int, nodes: int, wrong: int, error: float) -> tuple:
     median = float(np.median(times))
     algbw = x.nbytes / median / 1e9
     return (0, x.nbytes, x.size, x.dtype.name, settings.op, name, ran, codec, size, nodes,
@@ -239,22 +251,26 @@ COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "codec", "ti
 WIDTHS = (12, 11, 9, 6, 10, 17, 10, 11, 12, 12, 11, 7, 7, 9)
 
 
-def header(settings: Settings, comm: MPI.Comm, nodes: int) -> str:
+def header(settings: Settings, comm: MPI.Intracomm, nodes: int) -> str:
     lib = MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0]
     return "\n".join([
         f"# mpicoll bench: {comm.Get_size()} ranks on {nodes} node(s); {lib}",
         f"# {settings.dtype} {settings.op}; {settings.iters} interleaved repetitions after "
         f"{settings.warmup} warm-up; ratio = median(mpicoll time / native time)"
-        + ("; tree does not compress: no tree rows with codecs"
-           if "tree" in settings.algorithms and any(settings.codecs) and settings.codecs != ["none"]
-           else ""),
-        "#" + "".join(c.rjust(w) for c, w in zip(COLUMNS, WIDTHS))[1:],
+        + ("; not run (the algorithm does not compress that way): "
+           + ", ".join(f"{a} {c or 'none'}" for a, c in settings.skipped) if settings.skipped else ""),
+        "#" + _cells(COLUMNS)[1:],
     ])
 
 
-def format_row(row) -> str:
+def format_row(row: Any) -> str:
     (_, nbytes, count, dtype, op, name, ran, codec, _, _, _, t, _, _, native, ratio, algbw, busbw,
      wrong, error) = row
     cells = (nbytes, count, dtype, op, name, ran, codec or "-", f"{t:.1f}", f"{algbw:.3f}",
              f"{busbw:.3f}", f"{native:.1f}", f"{ratio:.2f}", wrong, f"{error:.1e}")
-    return "".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS))
+    return _cells(cells)
+
+
+def _cells(cells: tuple) -> str:
+    """Right-aligned columns, always at least one space apart (a long name widens its cell)."""
+    return "".join(" " + str(c).rjust(w - 1) for c, w in zip(cells, WIDTHS))

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the commands import the library lazily, so that --help stays fast
+    from .algorithm import Algorithm
 
 __all__ = ["main"]
 
@@ -23,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("-f", "--factor", type=int, default=2, help="size step factor (default 2)")
     bench.add_argument("-i", "--iters", type=int, default=15, help="repetitions per size (default 15)")
     bench.add_argument("-x", "--warmup", type=int, default=3, help="warm-up calls per method (default 3)")
-    bench.add_argument("-a", "--algorithms", default="ring,tree,hybrid,auto",
-                       help="comma-separated (default %(default)s)")
+    bench.add_argument("-a", "--algorithms",
+                       help="comma-separated (default: every algorithm that runs without a codec, "
+                            "and auto)")
     bench.add_argument("-c", "--codecs", default="none",
                        help="comma-separated codecs to run every algorithm with, 'none' for plain, "
                             "NAME+ef for error feedback, e.g. none,fp16,int8,topk (default none)")
@@ -36,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="append rows, phase timings and provenance to this HDF5 file")
 
     tune = commands.add_parser(
-        "tune", help="measure ring, tree and hybrid per size and save the fastest as auto's rules",
-        description="Runs the bench sweep for ring, tree and hybrid and writes the fastest per "
+        "tune", help="measure every algorithm per size and save the fastest as auto's rules",
+        description="Runs the bench sweep for every algorithm that runs without a codec and "
+                    "writes the fastest per "
                     "size to a JSON file; MPICOLL_TUNING=FILE makes auto follow it on the same "
                     "number of ranks and nodes.")
     tune.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
@@ -76,14 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _bench(args) -> int:
+def _bench(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from . import bench
+    from . import algorithm, bench
 
+    names = args.algorithms or ",".join(algorithm.names(plain=True) + ("auto",))
     settings = bench.Settings(
         sizes=bench.size_range(args.sizes, args.factor),
-        algorithms=[a for a in args.algorithms.split(",") if a],
+        algorithms=[a for a in names.split(",") if a],
         dtype=args.dtype, op=args.op, iters=args.iters, warmup=args.warmup,
         check=not args.no_check, codecs=[c for c in args.codecs.split(",") if c])
     if settings.iters < 1 or settings.warmup < 0:
@@ -106,14 +113,16 @@ def _bench(args) -> int:
     return 0
 
 
-def _tune(args) -> int:
+def _tune(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from . import bench, context, tune
 
     comm = MPI.COMM_WORLD
+    nodes = len(context.of(comm).layout.nodes)
     settings = bench.Settings(sizes=bench.size_range(args.sizes, args.factor),
-                              algorithms=list(tune.CANDIDATES), iters=args.iters, warmup=args.warmup)
+                              algorithms=list(tune.candidates(nodes)), iters=args.iters,
+                              warmup=args.warmup)
     rows = bench.run(settings, comm, progress=not args.no_progress,
                      emit=lambda line: print(line, flush=True))
     if args.output:
@@ -121,7 +130,7 @@ def _tune(args) -> int:
         h5.write(args.output, comm, tables={"bench": rows}, attrs={"tune_rules": args.rules})
     if comm.Get_rank() == 0:
         rules = tune.fit(rows)
-        tune.save(args.rules, rules, comm.Get_size(), len(context.of(comm).topology.nodes),
+        tune.save(args.rules, rules, comm.Get_size(), nodes,
                   MPI.get_vendor()[0])
         print("# auto rules: " + ", ".join(f"<= {bench.format_size(r['max_bytes'])}B {r['algorithm']}"
                                            for r in rules))
@@ -129,7 +138,7 @@ def _tune(args) -> int:
     return 0
 
 
-def _train(args) -> int:
+def _train(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from . import demo
@@ -154,15 +163,15 @@ def _train(args) -> int:
     return 0
 
 
-def _info(args) -> int:
+def _info(args: argparse.Namespace) -> int:
     import mpi4py
     import numpy as np
     from mpi4py import MPI
 
-    from . import __version__, api, bench, context, cuda_aware
+    from . import __version__, algorithm, api, bench, context, cuda_aware
 
     comm = MPI.COMM_WORLD
-    nodes = context.of(comm).topology.nodes
+    nodes = context.of(comm).layout.nodes
     cuda = cuda_aware.detect()
     choices = []
     for nbytes in bench.size_range(args.sizes):
@@ -181,14 +190,27 @@ def _info(args) -> int:
                                   else "staged (through pinned host memory)"),
         f"ranks: {comm.Get_size()}; nodes: {len(nodes)} "
         + " ".join(f"[{','.join(map(str, n))}]" for n in nodes),
-        "auto picks (float32 sum):",
+        "algorithms:",
     ]
+    lines += [f"  {a.name:<17} {a.summary}{_capabilities(a)}" for a in algorithm.registered()]
+    lines.append("auto picks (float32 sum):")
     lines += [f"  {bench.format_size(n) + 'B':>6} -> {name}" for n, name in choices]
     print("\n".join(lines))
     return 0
 
 
-def _plot(args) -> int:
+def _capabilities(a: Algorithm) -> str:
+    """What an algorithm can do, for ``info``."""
+    said = [f"compresses {'/'.join(sorted(a.compresses))} codecs" if a.compresses else "",
+            "" if a.plain else "only with a codec",
+            "commutative ops" if a.needs_commutative else "",
+            "one node" if a.one_node else "",
+            f"tuned by {', '.join(a.tunables)}" if a.tunables else ""]
+    said = [s for s in said if s]
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def _plot(args: argparse.Namespace) -> int:
     from . import plot
     out = plot.bench_figure(args.file, run=args.run, out=args.out)
     print(f"wrote {out}")

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from mpi4py import MPI
 
-from . import api, timing
+from . import api, codecs, timing
 
 __all__ = ["Settings", "train"]
 
@@ -36,7 +37,7 @@ class MLP:
     """Two layers, ReLU, softmax cross-entropy; parameters live in one flat buffer so that one
     allreduce moves every gradient (views keep the per-layer shapes)."""
 
-    def __init__(self, s: Settings):
+    def __init__(self, s: Settings) -> None:
         shapes = [(s.features, s.hidden), (s.hidden,), (s.hidden, s.classes), (s.classes,)]
         sizes = [int(np.prod(shape)) for shape in shapes]
         self.flat = np.zeros(sum(sizes), np.float32)
@@ -68,7 +69,7 @@ class MLP:
         return loss
 
 
-def batches(s: Settings, rank: int):
+def batches(s: Settings, rank: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """This rank's shard of a fixed random teacher's labels (a learnable task)."""
     teacher = np.random.default_rng(1234).standard_normal((s.features, s.classes))
     rng = np.random.default_rng(1000 + rank)
@@ -77,14 +78,15 @@ def batches(s: Settings, rank: int):
         yield x, np.argmax(x @ teacher, axis=1)
 
 
-def train(s: Settings, comm: MPI.Comm, emit=print) -> dict:
+def train(s: Settings, comm: MPI.Intracomm,
+          emit: Callable[[str], object] = print) -> dict[str, Any]:
     """Run the training; return this rank's losses and timings (rank 0 prints every 10%)."""
     rank = comm.Get_rank()
-    from .bench import make_codec
     model = MLP(s)
     data = batches(s, rank)
-    codec = make_codec(s.codec)  # one instance for the run: error feedback keeps its residual
-    losses, compute, communicate = [], 0.0, 0.0
+    codec = codecs.parse(s.codec)  # one instance for the run: error feedback keeps its residual
+    losses: list[float] = []
+    compute = communicate = 0.0
     for step in range(s.steps):
         t0 = time.perf_counter()
         x, y = next(data)
@@ -103,7 +105,8 @@ def train(s: Settings, comm: MPI.Comm, emit=print) -> dict:
             "replicas_identical": len(set(digests)) == 1, "parameters": model.flat.size}
 
 
-def run_recorded(s: Settings, comm: MPI.Comm, emit=print):
+def run_recorded(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object] = print
+                 ) -> tuple[dict[str, Any], list[timing.Record]]:
     """``train`` with timing records on, for writing to HDF5."""
     with timing.recording() as rec:
         result = train(s, comm, emit)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 from mpi4py import MPI
 
-from ._array import array_module
+from ._array import Array, array_module
 from .ops import Op
-from .schedule import Copy, Decode, Encode, Reduce, Region, Round, Scale, Schedule, Send, Zero
+from .schedule import Copy, Decode, Encode, Local, Reduce, Region, Round, Scale, Schedule, Send, Zero
 from .timing import Record
+
+if TYPE_CHECKING:
+    from .codecs import Codec
+    from .transport import Binding
 
 __all__ = ["Buffers", "Execution", "run_local"]
 
@@ -25,7 +30,7 @@ class Buffers:
     def __init__(self, send: np.ndarray, recv: np.ndarray, tmp: np.ndarray,
                  wire: np.ndarray | None = None, residual: np.ndarray | None = None):
         self.xp = array_module(send)
-        self.arrays = {"send": send, "recv": recv, "tmp": tmp, "wire": wire, "residual": residual}
+        self.arrays: dict[str, Array] = {"send": send, "recv": recv, "tmp": tmp, "wire": wire, "residual": residual}
         self._bytes = {name: a.view(np.uint8) for name, a in self.arrays.items() if a is not None}
         self._itemsize = {name: a.itemsize for name, a in self.arrays.items() if a is not None}
 
@@ -41,7 +46,7 @@ class Buffers:
         return len(r) * self._itemsize[r.buf]
 
 
-def run_local(steps, bufs: Buffers, op: Op, codec=None) -> None:
+def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None = None) -> None:
     """Apply a round's local steps in order (shared by the engine and the simulator)."""
     view, xp = bufs.view, bufs.xp
     kernel = op.kernel_in(xp)
@@ -51,20 +56,28 @@ def run_local(steps, bufs: Buffers, op: Op, codec=None) -> None:
                 kernel(view(step.left), view(step.right), out=view(step.dst))
             elif isinstance(step, Decode):
                 if step.add:
-                    codec.decode_add(view(step.src), view(step.dst))
+                    _codec(codec).decode_add(view(step.src), view(step.dst))
                 else:
-                    codec.decode(view(step.src), out=view(step.dst))
+                    _codec(codec).decode(view(step.src), out=view(step.dst))
             elif isinstance(step, Encode):
-                _encode(step, bufs, codec)
+                _encode(step, bufs, _codec(codec))
             elif isinstance(step, Copy):
                 xp.copyto(view(step.dst), view(step.src))
             elif isinstance(step, Scale):
                 xp.multiply(view(step.src), step.factor, out=view(step.dst), casting="unsafe")
             elif isinstance(step, Zero):
                 view(step.dst)[...] = 0
+            else:
+                raise TypeError(f"unknown schedule step {step!r}")
 
 
-def _encode(step: Encode, bufs: Buffers, codec) -> None:
+def _codec(codec: Codec | None) -> Codec:
+    if codec is None:
+        raise ValueError("a compressed schedule runs only with its codec")
+    return codec
+
+
+def _encode(step: Encode, bufs: Buffers, codec: Codec) -> None:
     values, slot = bufs.view(step.src), bufs.view(step.dst)
     frame = codec.encode(values, out=slot)
     if frame.size != slot.size:  # dense frames have exactly the size the plan gave their slot
@@ -85,7 +98,8 @@ class Execution:
     """
 
     def __init__(self, schedule: Schedule, op: Op, comm: MPI.Comm, tag: int, bufs: Buffers,
-                 codec=None, record: Record | None = None, link=None):
+                 codec: Codec | None = None, record: Record | None = None,
+                 link: Binding | None = None):
         self.schedule = schedule
         self._op = op
         self._comm = comm
@@ -97,7 +111,7 @@ class Execution:
         if record is not None:  # a later stage of the same collective continues the clock
             self._mark = record.t0 if math.isnan(record.t1) else record.t1
         self._next = 0          # index of the next round to start
-        self._pending = None    # requests of the round in flight
+        self._pending: list[MPI.Request] | None = None  # requests of the round in flight
         if not schedule.rounds:
             self._finished()
 
@@ -125,7 +139,8 @@ class Execution:
             self._finish(self.schedule.rounds[self._next - 1])
 
     def _start(self, rnd: Round) -> None:
-        comm, tag, raw = self._comm, self._tag, self._bufs.raw
+        comm, tag = self._comm, self._tag
+        raw: Callable[[Region], Array] = self._bufs.raw
         if self._link is not None and rnd.transfers:
             raw = self._link.post(self._next)
         # Receives first: a message that finds its receive posted skips the unexpected queue.

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import h5py
 import numpy as np
@@ -54,6 +55,7 @@ def provenance(comm: MPI.Comm) -> dict[str, str | int | float]:
     hosts = comm.gather(socket.gethostname(), root=0)
     if comm.Get_rank() != 0:
         return {}
+    assert hosts is not None  # the root's gather result
     version = MPI.Get_library_version().rstrip("\x00").strip()
     return {
         "launchdate": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -81,8 +83,9 @@ def provenance(comm: MPI.Comm) -> dict[str, str | int | float]:
     }
 
 
-def write(path: str | os.PathLike, comm: MPI.Comm, *, records: list[Record] = (),
-          tables: dict[str, np.ndarray] | None = None, attrs: dict | None = None) -> int | None:
+def write(path: str | os.PathLike[str], comm: MPI.Comm, *, records: Sequence[Record] = (),
+          tables: dict[str, np.ndarray] | None = None,
+          attrs: dict[str, Any] | None = None) -> int | None:
     """Append this run to ``path``; return its run number on rank 0 (None elsewhere). Collective.
 
     Args:
@@ -94,6 +97,7 @@ def write(path: str | os.PathLike, comm: MPI.Comm, *, records: list[Record] = ()
     rows = comm.gather(_record_rows(records), root=0)
     if comm.Get_rank() != 0:
         return None
+    assert rows is not None  # the root's gather result
     meta.update(attrs or {})
     tables = {"records": np.concatenate([r for r, _ in rows]),
               "phases": np.concatenate([p for _, p in rows]), **(tables or {})}
@@ -119,7 +123,7 @@ def write(path: str | os.PathLike, comm: MPI.Comm, *, records: list[Record] = ()
     return run
 
 
-def _record_rows(records) -> tuple[np.ndarray, np.ndarray]:
+def _record_rows(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
     recs = np.zeros(len(records), RECORD_DTYPE)
     phases = []
     for i, r in enumerate(records):
@@ -149,7 +153,7 @@ def _git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def _safe(fn) -> str:
+def _safe(fn: Callable[[], str]) -> str:
     try:
         return fn()
     except Exception:  # getpass fails without a passwd entry, as in some containers

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable
 
 import numpy as np
 from mpi4py import MPI
+
+from ._array import Array
 
 __all__ = ["Op", "resolve", "check_dtype"]
 
@@ -23,7 +26,7 @@ class Op:
     orders_values: bool = False  # min/max compare values, so complex numbers have no meaning here
     average: bool = False        # a sum of inputs divided by p first (floating dtypes only)
 
-    def kernel_in(self, xp):
+    def kernel_in(self, xp: ModuleType) -> Callable[..., Array]:
         """The kernel in array module ``xp`` (CuPy has NumPy's ufuncs under the same names)."""
         return self.kernel if xp is np else getattr(xp, self.kernel.__name__)
 

@@ -26,13 +26,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence, TypeAlias, Union
 
 import numpy as np
 from mpi4py import MPI
 
 from . import api, codecs
-from ._array import array_module, is_device, same_module, writeable
+from ._array import Array, array_module, is_device, same_module, writeable
 from .request import Request
 
 __all__ = ["BucketManager", "Metrics", "overlap_percent", "POLICIES"]
@@ -40,6 +40,11 @@ __all__ = ["BucketManager", "Metrics", "overlap_percent", "POLICIES"]
 POLICIES = ("test", "thread", "mpi", "none")
 DEFAULT_BUCKET_BYTES = 25 << 20       # PyTorch DDP's bucket_cap_mb
 DEFAULT_FIRST_BUCKET_BYTES = 1 << 20  # and its small first bucket
+
+AnyCodec: TypeAlias = Union[codecs.Codec, codecs.ErrorFeedback]
+# What ``codec=`` accepts: a name, a shared stateless codec, or a factory (one codec per bucket).
+CodecSpec: TypeAlias = Union[str, codecs.Codec, Callable[[], AnyCodec], None]
+TensorRef: TypeAlias = Union[str, int, Array]  # a tensor, its name or its index
 
 
 def overlap_percent(t_overall: float, t_compute: float, t_pure_comm: float) -> float:
@@ -68,9 +73,9 @@ class _Bucket:
     index: int
     members: list[int]           # tensor indices
     offsets: list[int]           # element offset of each member in the flat buffer
-    flat: np.ndarray
-    codec: object = None
-    pending: set = field(default_factory=set)
+    flat: Array
+    codec: AnyCodec | None = None
+    pending: set[int] = field(default_factory=set)
     request: Request | None = None
     started: float = 0.0
     seconds: float = 0.0
@@ -95,11 +100,11 @@ class BucketManager:
             ``gradient_as_bucket_view``: write gradients into ``manager.tensors_by_name[...]``.
     """
 
-    def __init__(self, tensors: Sequence[np.ndarray] | Mapping[str, np.ndarray], *, comm=None,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+    def __init__(self, tensors: Sequence[Array] | Mapping[str, Array], *,
+                 comm: MPI.Intracomm | None = None, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                  first_bucket_bytes: int = DEFAULT_FIRST_BUCKET_BYTES, op: str = "avg",
-                 algorithm: str = "auto", codec: str | Callable[[], object] | None = None,
-                 progress: str = "test", as_views: bool = False):
+                 algorithm: str = "auto", codec: CodecSpec = None, progress: str = "test",
+                 as_views: bool = False) -> None:
         names, arrays = (list(tensors), list(tensors.values())) if isinstance(tensors, Mapping) \
             else ([str(i) for i in range(len(tensors))], list(tensors))
         self.comm = MPI.COMM_WORLD if comm is None else comm
@@ -124,11 +129,11 @@ class BucketManager:
         self._thread: threading.Thread | None = None
 
     @property
-    def tensors_by_name(self) -> dict[str, np.ndarray]:
+    def tensors_by_name(self) -> dict[str, Array]:
         return dict(zip(self.names, self.tensors))
 
     # ---- one step
-    def run(self, compute: Iterable[Callable[[], Iterable]]) -> Metrics:
+    def run(self, compute: Iterable[Callable[[], Iterable[TensorRef] | None]]) -> Metrics:
         """Run the callbacks in order; each returns the tensors (or names) it made ready.
 
         Transfers are progressed between callbacks (or by the policy's thread); at the end
@@ -154,7 +159,7 @@ class BucketManager:
         metrics.bucket_seconds = [b.seconds for b in self.buckets]
         return metrics
 
-    def ready(self, *tensors) -> None:
+    def ready(self, *tensors: TensorRef) -> None:
         """Mark tensors (arrays or names) ready: copy them into their bucket, start what can start."""
         for t in tensors:
             i = self._lookup(t)
@@ -181,6 +186,7 @@ class BucketManager:
         with self._lock:
             self._start_ready_buckets()
             for bucket in self.buckets:
+                assert bucket.request is not None  # every bucket has started by now
                 bucket.request.wait()
                 self._finished(bucket)
         if self.as_views:
@@ -206,7 +212,7 @@ class BucketManager:
                 b.request = self._start(b)
                 self._next += 1
 
-    def _start(self, bucket: _Bucket):
+    def _start(self, bucket: _Bucket) -> Request:
         """Start one bucket's allreduce in place; returns what ``test()``/``wait()`` advance."""
         return api.iallreduce(bucket.flat, bucket.flat, op=self.op, algorithm=self.algorithm,
                               comm=self.comm, codec=bucket.codec)
@@ -215,6 +221,7 @@ class BucketManager:
         done = True
         for b in self.buckets[:self._next]:
             if not b.seconds:
+                assert b.request is not None  # the buckets before self._next have started
                 if b.request.test():
                     self._finished(b)
                 else:
@@ -248,7 +255,7 @@ class BucketManager:
             delay = 1e-5 if moved else min(delay * 2, 1e-3)
             self._stop.wait(delay)
 
-    def _lookup(self, t) -> int:
+    def _lookup(self, t: TensorRef) -> int:
         if isinstance(t, str):
             try:
                 return self.names.index(t)
@@ -264,7 +271,8 @@ class BucketManager:
             raise ValueError("not one of the manager's tensors (pass the same array object, "
                              "its name or its index)") from None
 
-    def _pack(self, arrays, bucket_bytes, first_bucket_bytes, codec) -> list[_Bucket]:
+    def _pack(self, arrays: Sequence[Array], bucket_bytes: int, first_bucket_bytes: int,
+              codec: CodecSpec) -> list[_Bucket]:
         """Greedy in readiness order: a new bucket when the cap or the dtype would change."""
         groups: list[list[int]] = []
         size = 0
@@ -283,7 +291,9 @@ class BucketManager:
             buckets.append(_Bucket(k, members, offsets[:-1], flat, _make_codec(codec)))
         return buckets
 
-    def _check_arguments(self, arrays, bucket_bytes, first_bucket_bytes, op, codec, progress):
+    def _check_arguments(self, arrays: Sequence[Array], bucket_bytes: int,
+                         first_bucket_bytes: int, op: str, codec: CodecSpec,
+                         progress: str) -> None:
         if not arrays:
             raise ValueError("no tensors to manage")
         same_module("BucketManager", *arrays)  # all on the host, or all on the device
@@ -310,7 +320,7 @@ class BucketManager:
             raise ValueError("progress='mpi' needs the MPI library's progress thread: start the "
                              "job with MPIR_CVAR_ASYNC_PROGRESS=1 (MPICH)")
 
-    def _check_same_on_all_ranks(self, *settings) -> None:
+    def _check_same_on_all_ranks(self, *settings: object) -> None:
         """Collective: every rank must have the same tensors and settings, else all raise."""
         layout = repr([(n, a.shape, a.dtype.str) for n, a in zip(self.names, self.tensors)])
         mine = hashlib.sha256((layout + repr(settings)).encode()).hexdigest()
@@ -321,7 +331,7 @@ class BucketManager:
                              f"rank {differ[0]} has {everyone[differ[0]][1]} (or other settings differ)")
 
 
-def _make_codec(codec):
+def _make_codec(codec: CodecSpec) -> AnyCodec | None:
     """One codec per bucket: a name is built here (not per call, which would restart a
     threshold codec's adaptation every step); a shared stateless codec object is kept."""
     if codec is None or isinstance(codec, codecs.Codec):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
 
 LOG_EVERY = 10.0
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool = True, stream=None):
+    def __init__(self, total: int, enabled: bool = True, stream: TextIO | None = None) -> None:
         self.total, self.done = total, 0
         self.enabled = enabled and total > 0
         self.stream = stream or sys.stderr

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-import numpy as np
-
+from ._array import Array
 from .engine import Execution
+from .timing import Record
+
+if TYPE_CHECKING:
+    from .algorithm import Ran
 
 __all__ = ["Request", "waitall", "testall"]
 
@@ -21,33 +24,45 @@ class Request:
     ``mpicoll.overlap`` for doing that between pieces of compute, or from a thread).
     """
 
-    def __init__(self, result: np.ndarray, algorithm: str, codec: str, transport: str):
-        self._stages: Iterator[Execution] = iter(())
+    def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
+                 record: Record | None = None):
+        self._stages: Iterator[Execution | Ran] = iter(())
         self._current: Execution | None = None
         self._result = result
+        self._record = record
         self.algorithm = algorithm
         self.codec = codec
         self.transport = transport
 
-    def run(self, stages: Iterator[Execution]) -> None:
-        """Start the executions of one collective, one after another (a sparse codec needs two)."""
+    def run(self, stages: Iterator[Execution | Ran]) -> None:
+        """Run the executions of one collective, one after another; a :class:`Ran` at the end,
+        if any, says what really ran (a sparse codec's dense fallback)."""
         self._stages = stages
-        self._current = next(stages, None)
+        self._current = self._next_stage()
 
     def test(self) -> bool:
         """Progress the transfers without blocking; True once the result is ready."""
         while self._current is not None:
             if not self._current.test():
                 return False
-            self._current = next(self._stages, None)
+            self._current = self._next_stage()
         return True
 
     def wait(self) -> Any:
         """Block until the result is ready and return it."""
         while self._current is not None:
             self._current.wait()
-            self._current = next(self._stages, None)
+            self._current = self._next_stage()
         return self._result
+
+    def _next_stage(self) -> Execution | None:
+        stage = next(self._stages, None)
+        if stage is None or isinstance(stage, Execution):
+            return stage
+        self.algorithm, self.codec = stage.algorithm, stage.codec  # a Ran: the last item
+        if self._record is not None:
+            self._record.algorithm, self._record.codec = self.algorithm, self.codec
+        return None
 
     def then(self, fn: Callable[[Any], Any]) -> Request:
         """A request for ``fn(result)``: ``fn`` runs once, in the test or wait that completes

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Union
+from typing import Iterable, Iterator, Literal, Union
 
-__all__ = ["Region", "Send", "Recv", "Reduce", "Copy", "Scale", "Zero", "Encode", "Decode", "Round",
+__all__ = ["BufferName", "Transfer", "Local", "Region", "Send", "Recv", "Reduce", "Copy", "Scale", "Zero", "Encode", "Decode", "Round",
            "Schedule", "Builder", "split"]
 
 BufferName = Literal["send", "recv", "tmp", "wire", "residual"]
@@ -148,7 +148,7 @@ class Builder:
         finally:
             self._phases.pop()
 
-    def round(self, transfers=(), local=()) -> None:
+    def round(self, transfers: Iterable[Transfer] = (), local: Iterable[Local] = ()) -> None:
         """Append a round, dropping empty transfers and steps (count < p gives empty chunks)."""
         transfers = tuple(t for t in transfers if len(t.region))
         local = tuple(s for s in local if len(s.src if isinstance(s, Encode) else s.dst))

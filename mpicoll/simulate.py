@@ -8,12 +8,16 @@ deadlock, a round that receives into a region it is also sending from.
 from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .engine import Buffers, run_local
 from .ops import Op
-from .schedule import Recv, Round, Schedule, Send
+from .schedule import Recv, Region, Round, Schedule, Send
+
+if TYPE_CHECKING:
+    from .codecs import Codec
 
 __all__ = ["simulate", "ScheduleError"]
 
@@ -23,21 +27,24 @@ class ScheduleError(AssertionError):
 
 
 def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplace: bool = False,
-             codec=None, residuals: list[np.ndarray] | None = None) -> list[np.ndarray]:
+             codec: Codec | None = None,
+             residuals: list[np.ndarray] | None = None) -> list[np.ndarray]:
     """Each rank's result. Sends are buffered when posted, as an eager MPI would.
 
     ``codec`` runs compressed schedules; ``residuals`` (one per rank, updated in place) are
     their error-feedback state.
     """
     size = len(schedules)
-    bufs = []
+    bufs: list[Buffers] = []
+    results: list[np.ndarray] = []
     for r, (s, x) in enumerate(zip(schedules, inputs)):
         send = x.copy()
         recv = send if inplace else np.full_like(send, 99)  # garbage that must be overwritten
+        results.append(recv)
         bufs.append(Buffers(send, recv, np.full(s.tmp_count, 77, x.dtype),
                             np.full(s.wire_nbytes, 0xEE, np.uint8),
                             None if residuals is None else residuals[r]))
-    channels: dict[tuple[int, int], deque] = defaultdict(deque)
+    channels: dict[tuple[int, int], deque[np.ndarray]] = defaultdict(deque)
     position = [0] * size
     posted = [False] * size
     while any(position[r] < len(schedules[r].rounds) for r in range(size)):
@@ -71,12 +78,12 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
     leftovers = {k: len(v) for k, v in channels.items() if v}
     if leftovers:
         raise ScheduleError(f"messages sent but never received: {leftovers}")
-    return [b.arrays["recv"] for b in bufs]
+    return results  # the recv buffers the schedules wrote
 
 
 def _check_hazards(rank: int, rnd: Round) -> None:
     """MPI may read a send buffer, or write a receive buffer, at any time until the wait."""
-    def key(region):  # send and recv alias when in place, so they count as one buffer
+    def key(region: Region) -> str:  # send and recv alias when in place, so they count as one buffer
         return "user" if region.buf in ("send", "recv") else region.buf
     recvs = [t.region for t in rnd.transfers if isinstance(t, Recv)]
     for i, a in enumerate(recvs):

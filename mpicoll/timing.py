@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from mpi4py import MPI
 
@@ -54,7 +54,7 @@ class Recorder:
         self.records: list[Record] = []
         self._seq = itertools.count()
 
-    def start(self, **fields) -> Record:
+    def start(self, **fields: Any) -> Record:
         record = Record(seq=next(self._seq), t0=MPI.Wtime(), **fields)
         self.records.append(record)
         return record

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 from mpi4py import MPI
+
+from . import _env
 
 __all__ = ["node_groups", "RANKS_PER_NODE_ENV"]
 
@@ -18,14 +18,8 @@ def node_groups(comm: MPI.Comm) -> tuple[tuple[int, ...], ...]:
     one machine can stand in for several nodes in tests and benchmarks.
     """
     size = comm.Get_size()
-    per_node = os.environ.get(RANKS_PER_NODE_ENV)
-    if per_node is not None:
-        try:
-            k = int(per_node)
-        except ValueError:
-            k = 0
-        if k < 1:
-            raise ValueError(f"{RANKS_PER_NODE_ENV}={per_node!r}: expected a positive integer")
+    k = _env.positive_int(RANKS_PER_NODE_ENV)
+    if k:
         return tuple(tuple(range(lo, min(lo + k, size))) for lo in range(0, size, k))
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
 from . import cuda_aware
-from ._array import is_device
+from ._array import Array, is_device
 from .schedule import Region, Schedule, Send
+
+if TYPE_CHECKING:
+    from .engine import Buffers
 
 __all__ = ["Transport", "HOST", "Direct", "Staged", "StagingPlan", "staging_plan", "CupyDevice",
            "choose"]
@@ -32,12 +35,49 @@ __all__ = ["Transport", "HOST", "Direct", "Staged", "StagingPlan", "staging_plan
 KEEP_PINNED = 8  # free pinned buffers a staged transport keeps for reuse
 
 
+class Device(Protocol):
+    """What a transport needs of a device: streams, pinned host memory, asynchronous copies.
+
+    A stream is whatever the device uses (a ``cupy.cuda.Stream``); the engine enters it as a
+    context manager around a round's local steps.
+    """
+
+    def stream(self) -> Any: ...
+
+    def pinned(self, nbytes: int) -> np.ndarray: ...
+
+    def to_host(self, src: Array, dst: np.ndarray, stream: Any) -> None: ...
+
+    def to_device(self, src: np.ndarray, dst: Array, stream: Any) -> None: ...
+
+    def synchronize(self, stream: Any) -> None: ...
+
+
+class Binding(Protocol):
+    """One execution's use of a transport (see the module docstring)."""
+
+    stream: Any
+
+    def post(self, index: int) -> Callable[[Region], Array]: ...
+
+    def received(self, index: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class CachesStaging(Protocol):
+    """Where ``Staged.bind`` keeps a schedule's staging plan (a ``context.Plan``)."""
+
+    staging: StagingPlan | None
+
+
 class Transport:
     """Host arrays: MPI gets the buffers themselves."""
 
     name = "host"
 
-    def bind(self, schedule: Schedule, bufs, plan=None):
+    def bind(self, schedule: Schedule, bufs: Buffers,
+             plan: CachesStaging | None = None) -> Binding | None:
         return None
 
 
@@ -49,19 +89,20 @@ class Direct(Transport):
 
     name = "cuda-aware"
 
-    def __init__(self, device):
+    def __init__(self, device: Device) -> None:
         self.device = device
 
-    def bind(self, schedule, bufs, plan=None):
+    def bind(self, schedule: Schedule, bufs: Buffers,
+             plan: CachesStaging | None = None) -> Binding:
         return _DirectBinding(self.device, bufs)
 
 
 class _DirectBinding:
-    def __init__(self, device, bufs):
+    def __init__(self, device: Device, bufs: Buffers) -> None:
         self.stream = device.stream()
         self._device, self._raw = device, bufs.raw
 
-    def post(self, index: int) -> Callable[[Region], object]:
+    def post(self, index: int) -> Callable[[Region], Array]:
         self._device.synchronize(self.stream)
         return self._raw
 
@@ -89,9 +130,13 @@ class StagingPlan:
 
 def staging_plan(schedule: Schedule, nbytes: Callable[[Region], int]) -> StagingPlan:
     """The staging plan of ``schedule``; ``nbytes(region)`` is a region's size in bytes."""
-    sends, recvs, spans, largest = [], [], [], 0
+    sends: list[tuple[Region, ...]] = []
+    recvs: list[tuple[Region, ...]] = []
+    spans: list[dict[Region, slice]] = []
+    largest = 0
     for rnd in schedule.rounds:
-        span, at = {}, 0
+        span: dict[Region, slice] = {}
+        at = 0
         for t in rnd.transfers:
             if t.region not in span:
                 span[t.region] = slice(at, at + nbytes(t.region))
@@ -112,11 +157,12 @@ class Staged(Transport):
 
     name = "staged"
 
-    def __init__(self, device):
+    def __init__(self, device: Device) -> None:
         self.device = device
         self.free: list[np.ndarray] = []
 
-    def bind(self, schedule, bufs, plan=None):
+    def bind(self, schedule: Schedule, bufs: Buffers,
+             plan: CachesStaging | None = None) -> Binding:
         """``plan`` (a ``context.Plan``) caches the staging plan with the schedule it serves."""
         staging = None if plan is None else plan.staging
         if staging is None:
@@ -141,7 +187,7 @@ class Staged(Transport):
 
 
 class _StagedBinding:
-    def __init__(self, transport: Staged, plan: StagingPlan, bufs):
+    def __init__(self, transport: Staged, plan: StagingPlan, bufs: Buffers) -> None:
         self.stream = transport.device.stream()
         self._transport, self._device, self._plan, self._raw = transport, transport.device, plan, bufs.raw
         self._host = transport.take(plan.nbytes)
@@ -168,27 +214,27 @@ class CupyDevice:
 
     name = "cupy"
 
-    def __init__(self):
+    def __init__(self) -> None:
         import cupy
         self._cupy = cupy
 
-    def stream(self):
+    def stream(self) -> Any:
         return self._cupy.cuda.get_current_stream()
 
     def pinned(self, nbytes: int) -> np.ndarray:
         return np.frombuffer(self._cupy.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
 
-    def to_host(self, src, dst: np.ndarray, stream) -> None:
+    def to_host(self, src: Array, dst: np.ndarray, stream: Any) -> None:
         self._cupy.asnumpy(src, out=dst, stream=stream, blocking=False)
 
-    def to_device(self, src: np.ndarray, dst, stream) -> None:
+    def to_device(self, src: np.ndarray, dst: Array, stream: Any) -> None:
         dst.set(src, stream=stream)
 
-    def synchronize(self, stream) -> None:
+    def synchronize(self, stream: Any) -> None:
         stream.synchronize()
 
 
-def choose(array) -> Transport:
+def choose(array: Array) -> Transport:
     """HOST for NumPy arrays; for CuPy arrays Direct when ``cuda_aware.detect()`` says the MPI
     library is CUDA-aware (``MPICOLL_CUDA_AWARE`` overrides it), else Staged."""
     if not is_device(array):

@@ -14,11 +14,18 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["fit", "save", "rules_for", "TUNING_ENV", "CANDIDATES"]
+__all__ = ["fit", "save", "rules_for", "candidates", "TUNING_ENV"]
 
 TUNING_ENV = "MPICOLL_TUNING"
-CANDIDATES = ("ring", "tree", "hybrid")
 FORMAT = 1
+
+
+def candidates(nodes: int = 1) -> tuple[str, ...]:
+    """What tune measures and ``auto`` may follow: every algorithm that runs without a codec
+    and fits ``nodes`` nodes."""
+    from .algorithm import registry  # the registry imports the rule that reads this module
+    return tuple(a.name for a in registry.registered()
+                 if a.plain and not (a.one_node and nodes > 1))
 
 
 def fit(rows: np.ndarray) -> list[dict]:
@@ -54,7 +61,7 @@ def rules_for(ranks: int, nodes: int) -> list[dict] | None:
 
 
 @lru_cache(maxsize=8)
-def _load(path: str, stamp, ranks: int, nodes: int) -> list[dict] | None:
+def _load(path: str, stamp: int | None, ranks: int, nodes: int) -> list[dict] | None:
     if stamp is None:
         raise ValueError(f"{TUNING_ENV}={path!r}: no such file")
     try:
@@ -62,7 +69,7 @@ def _load(path: str, stamp, ranks: int, nodes: int) -> list[dict] | None:
             data = json.load(f)
         rules = data["rules"]
         ok = data["mpicoll_tuning"] == FORMAT and all(
-            r["algorithm"] in CANDIDATES and int(r["max_bytes"]) >= 0 for r in rules) and rules
+            r["algorithm"] in candidates() and int(r["max_bytes"]) >= 0 for r in rules) and rules
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{TUNING_ENV}={path!r} is not a tuning file: {error}") from None
     if not ok:

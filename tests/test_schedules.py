@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mpicoll import ops
-from mpicoll.algorithm import NAMES, Options, Topology, plan, select, tree
+from mpicoll.algorithm import Layout, Options, build_schedule, names, select, tree
 from mpicoll.schedule import split
 from mpicoll.simulate import simulate
 
@@ -28,14 +28,14 @@ def layouts(p):
 def run(name, nodes, count, segment_bytes=1 << 18, dtype="f8", inplace=False):
     p = sum(len(n) for n in nodes)
     options = Options(segment_bytes, np.dtype(dtype).str)
-    schedules = [plan(name, Topology(r, p, nodes), count, options) for r in range(p)]
+    schedules = [build_schedule(name, Layout(r, p, nodes), count, options) for r in range(p)]
     rng = np.random.default_rng(count)
     inputs = [rng.integers(-5, 6, count).astype(dtype) for _ in range(p)]
     outs = simulate(schedules, inputs, SUM, inplace=inplace)
     return schedules, inputs, outs
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", names(plain=True))
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24])
 def test_every_layout_and_count(name, p):
     for nodes in dict.fromkeys(layouts(p)):
@@ -102,14 +102,14 @@ def test_split_spreads_remainders():
 
 
 def test_auto_rule():
-    one_node, two_nodes = Topology(0, 4, ((0, 1, 2, 3),)), Topology(0, 4, ((0, 1), (2, 3)))
-    assert select.choose(8, Topology(0, 1, ((0,),))) == "ring"
+    one_node, two_nodes = Layout(0, 4, ((0, 1, 2, 3),)), Layout(0, 4, ((0, 1), (2, 3)))
+    assert select.choose(8, Layout(0, 1, ((0,),))) == "ring"
     assert select.choose(8, one_node) == "tree"
     assert select.choose(select.TREE_MAX_BYTES + 1, one_node) == "ring"
     assert select.choose(select.TREE_MAX_BYTES + 1, two_nodes) == "hybrid"
 
 
-@pytest.mark.parametrize("name", ["ring", "hybrid"])
+@pytest.mark.parametrize("name", names(compresses="dense"))
 @pytest.mark.parametrize("codec", ["fp16", "int8", "sign"])
 @pytest.mark.parametrize("p", [2, 3, 5, 8, 12])
 def test_compressed_schedules_agree_and_lose_nothing_with_feedback(name, codec, p):
@@ -121,7 +121,7 @@ def test_compressed_schedules_agree_and_lose_nothing_with_feedback(name, codec, 
     for nodes in dict.fromkeys(layouts(p)):
         for count in sorted({1, p - 1, p + 1, 1000}):
             options = Options(1 << 18, np.dtype("f8").str)
-            schedules = [plan(name, Topology(r, p, nodes), count, options, Frames(c, np.dtype("f8")),
+            schedules = [build_schedule(name, Layout(r, p, nodes), count, options, Frames(c, np.dtype("f8")),
                               feedback=True) for r in range(p)]
             rng = np.random.default_rng(count)
             inputs = [rng.standard_normal(count) for _ in range(p)]

@@ -16,12 +16,12 @@ from gpu_standin import StandIn
 
 import mpicoll
 from mpicoll import _array, codecs, cuda_aware, ops, transport
-from mpicoll.algorithm import Frames, NAMES, Options, Topology, plan
+from mpicoll.algorithm import Frames, Layout, Options, build_schedule, names
 from mpicoll.codecs import blocks, kernels
 from mpicoll.schedule import Recv, Region, Round, Schedule, Send
 
-CASES = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short")
-MPI_ENV = {"PYTHONPATH": "tests:tests/mpi:."}
+CASES = "tests/mpi/transport_cases.py"
+GPU_CASES = "tests/mpi/gpu_cases.py"
 
 
 @pytest.fixture
@@ -143,15 +143,15 @@ def test_mixing_in_codecs_is_refused(fake_cupy, name):
 # ---- staging plans
 
 def schedules():
-    for name in NAMES:
+    for name in names(plain=True):
         for nodes in [((0, 1, 2, 3),), ((0, 1), (2, 3)), ((0,), (1,), (2,))]:
             p = sum(map(len, nodes))
             for count in (0, 1, p + 1, 1000):
                 for rank in range(p):
-                    yield plan(name, Topology(rank, p, nodes), count, Options(256, "<f8"))
+                    yield build_schedule(name, Layout(rank, p, nodes), count, Options(256, "<f8"))
     int8 = Frames(codecs.get("int8"), np.dtype("f4"))
     for rank in range(3):
-        yield plan("ring", Topology(rank, 3, ((0, 1, 2),)), 1001, Options(256, "<f4"), int8)
+        yield build_schedule("ring", Layout(rank, 3, ((0, 1, 2),)), 1001, Options(256, "<f4"), int8)
 
 
 @pytest.mark.parametrize("schedule", list(schedules()), ids=lambda s: f"{s.algorithm}-{s.count}")
@@ -176,7 +176,7 @@ def test_staging_plan_gives_each_region_of_a_round_its_own_bytes(schedule):
 
 
 def test_staging_plan_of_a_ring_is_two_chunks_not_the_array():
-    schedule = plan("ring", Topology(1, 4, ((0, 1, 2, 3),)), 1000, Options(256, "<f4"))
+    schedule = build_schedule("ring", Layout(1, 4, ((0, 1, 2, 3),)), 1000, Options(256, "<f4"))
     assert transport.staging_plan(schedule, lambda r: 4 * len(r)).nbytes == 2 * 250 * 4
 
 
@@ -207,19 +207,16 @@ def test_pinned_buffers_are_reused_smallest_first_and_bounded():
 # ---- the staged and direct paths on real processes
 
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
-def test_staged_and_direct_paths_give_the_host_bits(mpirun, nprocs):
-    assert " passed" in mpirun(nprocs, *CASES, "tests/mpi/transport_cases.py", env=MPI_ENV)
+def test_staged_and_direct_paths_give_the_host_bits(run_cases, nprocs):
+    run_cases(CASES, nprocs)
 
 
 @pytest.mark.parametrize("nprocs, per_node", [(4, 2), (5, 2)])
-def test_staged_hybrid_on_emulated_nodes(mpirun, nprocs, per_node):
-    out = mpirun(nprocs, *CASES, "tests/mpi/transport_cases.py", "-k", "hybrid or auto",
-                 env={**MPI_ENV, "MPICOLL_RANKS_PER_NODE": str(per_node)})
-    assert " passed" in out
+def test_staged_hybrid_on_emulated_nodes(run_cases, nprocs, per_node):
+    run_cases(CASES, nprocs, select="hybrid or auto", env={"MPICOLL_RANKS_PER_NODE": str(per_node)})
 
 
-def test_gpu_case_file_runs_on_its_numpy_backend(mpirun):
+def test_gpu_case_file_runs_on_its_numpy_backend(run_cases):
     """The GPU differential cases run here with NumPy only (CuPy cases skip), so the file the GPU
     check runs cannot rot unnoticed."""
-    out = mpirun(2, *CASES, "tests/mpi/gpu_cases.py", env=MPI_ENV)
-    assert " passed" in out
+    run_cases(GPU_CASES, 2)

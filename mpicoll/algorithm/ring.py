@@ -7,14 +7,13 @@ same bits. Needs a commutative op: chunk ``i`` is reduced in ring order starting
 
 from __future__ import annotations
 
-from ..schedule import Builder, Recv, Reduce, Region, Send, split
-from . import compressed
-
-NAME = "ring"
+from ..schedule import Builder, BufferName, Recv, Reduce, Region, Send, split
+from . import compressed_ring
+from .base import Algorithm, Frames, Layout, Options
 
 
 def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]],
-                   src: str) -> None:
+                   src: BufferName) -> None:
     """After p-1 steps member ``me`` holds chunk ``me`` reduced over the group, in ``recv``.
 
     The first step sends from ``src`` and every step reduces ``src + received`` into ``recv``,
@@ -45,8 +44,13 @@ def allgather(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int
             b.round(transfers=[Recv(left, Region("recv", *into)), Send(right, Region("recv", *out))])
 
 
-def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: str) -> None:
-    """Ring allreduce of elements ``[start, stop)`` among ``group`` (global ranks, ring order)."""
+def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: BufferName,
+              frames: Frames | None = None) -> None:
+    """Ring allreduce of elements ``[start, stop)`` among ``group`` (global ranks, ring order),
+    compressed when ``frames`` says how big a dense codec's frames are."""
+    if frames is not None:
+        compressed_ring.allreduce(b, group, me, start, stop, src, frames)
+        return
     if len(group) == 1 or start == stop:
         return
     chunks = split(start, stop, len(group))
@@ -54,9 +58,10 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
     allgather(b, group, me, chunks)
 
 
-def plan(b: Builder, topo, count: int, options, src: str, frames) -> None:
-    group = list(range(topo.size))
-    if frames is None:
-        allreduce(b, group, topo.rank, 0, count, src)
-    else:
-        compressed.allreduce(b, group, topo.rank, 0, count, src, frames)
+def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
+         frames: Frames | None) -> None:
+    allreduce(b, list(range(layout.size)), layout.rank, 0, count, src, frames)
+
+
+ALGORITHM = Algorithm("ring", "reduce-scatter + allgather around a ring: bandwidth-optimal",
+                      plan=plan, compresses=frozenset({"dense"}), needs_commutative=True)

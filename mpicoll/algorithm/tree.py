@@ -7,13 +7,14 @@ each way, which is why ring wins on large messages.
 The tree is in-order over ranks: a node covering ranks [a, c) has children a+1 (covering the
 lower half of the rest) and the start of the upper half. A node reduces ``own op lower op
 upper``, so operands stay in rank order and any p works, not only powers of two.
+
+It does not compress: its messages are small, and every level would decode and re-encode.
 """
 
 from __future__ import annotations
 
-from ..schedule import Builder, Recv, Reduce, Region, Send, split
-
-NAME = "tree"
+from ..schedule import Builder, BufferName, Local, Recv, Reduce, Region, Send, Transfer, split
+from .base import Algorithm, Frames, Layout, Options
 
 
 def links(size: int, me: int) -> tuple[int | None, list[int]]:
@@ -32,7 +33,7 @@ def segments(start: int, stop: int, segment: int) -> list[tuple[int, int]]:
     return split(start, stop, max(1, -(-n // segment))) if n else []
 
 
-def reduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: str,
+def reduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: BufferName,
            segment: int) -> None:
     """Reduce ``[start, stop)`` to ``recv`` of group member 0, one segment per round in flight.
 
@@ -43,9 +44,10 @@ def reduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: st
     segment = min(segment, stop - start)
     segs = segments(start, stop, segment)
     b.tmp(len(children) * segment)
-    acc = "recv" if children else src
+    acc: BufferName = "recv" if children else src
     for t in range(len(segs) + 1):
-        transfers, local = [], []
+        transfers: list[Transfer] = []
+        local: list[Local] = []
         if t < len(segs):
             seg = segs[t]
             parts = [Region("tmp", k * segment, k * segment + seg[1] - seg[0]) for k in range(len(children))]
@@ -64,7 +66,7 @@ def bcast(b: Builder, group: list[int], me: int, start: int, stop: int, segment:
     parent, children = links(len(group), me)
     segs = segments(start, stop, segment)
     for t in range(len(segs) + 1):
-        transfers = []
+        transfers: list[Transfer] = []
         if t < len(segs) and parent is not None:
             transfers.append(Recv(group[parent], Region("recv", *segs[t])))
         if t > 0:
@@ -72,7 +74,7 @@ def bcast(b: Builder, group: list[int], me: int, start: int, stop: int, segment:
         b.round(transfers)
 
 
-def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: str,
+def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: BufferName,
               segment: int) -> None:
     if len(group) == 1 or start == stop:
         return
@@ -82,7 +84,10 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
         bcast(b, group, me, start, stop, segment)
 
 
-def plan(b: Builder, topo, count: int, options, src: str, frames) -> None:
-    if frames is not None:  # the API refuses this combination before anything is sent
-        raise ValueError("tree does not compress: use ring or hybrid with a codec")
-    allreduce(b, list(range(topo.size)), topo.rank, 0, count, src, options.segment)
+def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
+         frames: Frames | None) -> None:
+    allreduce(b, list(range(layout.size)), layout.rank, 0, count, src, options.segment)
+
+
+ALGORITHM = Algorithm("tree", "pipelined binary-tree reduce + broadcast: few steps for small messages",
+                      plan=plan, tunables=("MPICOLL_TREE_SEGMENT",))

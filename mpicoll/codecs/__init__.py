@@ -1,8 +1,10 @@
 """Compression codecs: self-describing frames for what travels in a compressed allreduce.
 
 ``get(name, **params)`` builds a codec, ``available()`` lists them, ``decode(frame)`` decodes any
-codec's frame, ``ErrorFeedback(codec)`` keeps what a lossy codec did not send. The interface is
-specified in :mod:`mpicoll.codecs.abc`, the header in :mod:`mpicoll.codecs.wire`.
+codec's frame, ``ErrorFeedback(codec)`` keeps what a lossy codec did not send, ``parse(spec)``
+and ``spec(codec)`` turn a spec string such as ``"int8+ef"`` into a codec and back, and
+``register(cls)`` adds a codec. The interface is specified in :mod:`mpicoll.codecs.abc`, the
+header in :mod:`mpicoll.codecs.wire`.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import numpy as np
 from . import wire
 from .abc import Codec
 from .feedback import ErrorFeedback
-from .registry import available, class_for_id, from_config, get
+from .registry import (UnknownCodecError, available, class_for_id, from_config, get, parse,
+                       register, spec)
 from .wire import CodecError
 
-__all__ = ["Codec", "CodecError", "ErrorFeedback", "available", "decode", "decode_add",
-           "from_config", "get"]
+__all__ = ["Codec", "CodecError", "ErrorFeedback", "UnknownCodecError", "available", "decode",
+           "decode_add", "from_config", "get", "parse", "register", "spec"]
 
 
 @cache

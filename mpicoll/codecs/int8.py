@@ -12,54 +12,44 @@ NaN, so a sum of such frames is not finite, as the fp32 sum would not be. Scales
 float64 block whose maximum is beyond float32's range also becomes NaN, and one whose maximum is
 below float32's smallest subnormal decodes to zeros.
 
-Payload: ``ceil(count / block_size)`` × float32 scales, then ``count`` × int8.
-Header parameters (8 bytes): u32 block size, u32 reserved (0; decoders reject other values).
+Payload (a block-scaled frame, :mod:`mpicoll.codecs.scaled`): ``ceil(count / block_size)`` ×
+float32 scales, then ``count`` × int8.
 """
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from .._array import array_module
-from . import kernels
-from .abc import Codec
+from . import kernels, wire
 from .blocks import block_rows, chunk_elements
-from .wire import CodecError
+from .scaled import BlockScaledCodec, ScaledBlocks
 
 __all__ = ["Int8"]
 
-_MAX_BLOCK = 2**31
 
-
-class Int8(Codec):
+class Int8(BlockScaledCodec):
     name = "int8"
     codec_id = 3
-    dense = True
-    params = struct.Struct("<II")
     config_keys = ("block_size", "stochastic", "seed")
 
-    def __init__(self, block_size: int = 256, stochastic: bool = False, seed: int | None = None):
-        if not 1 <= int(block_size) <= _MAX_BLOCK:
-            raise ValueError(f"block_size must be in 1..{_MAX_BLOCK}, not {block_size}")
-        self.block_size = int(block_size)
+    def __init__(self, block_size: int = 256, stochastic: bool = False,
+                 seed: int | None = None) -> None:
+        super().__init__(block_size)
         self.stochastic = bool(stochastic)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
 
-    def _encode(self, flat):
-        nblocks = -(-flat.size // self.block_size)
+    def _body_nbytes(self, count: int) -> int:
+        return count
 
-        def fill(payload):
-            scales = payload[:4 * nblocks].view("<f4")
-            q = payload[4 * nblocks:].view(np.int8)
-            for elems, rows, width in block_rows(flat.size, self.block_size, chunk_elements(flat)):
-                self._quantize(flat[elems].reshape(-1, width), scales[rows],
-                               q[elems].reshape(-1, width))
-        return (self.block_size, 0), 4 * nblocks + flat.size, fill
+    def _fill(self, flat: np.ndarray, scales: np.ndarray, body: np.ndarray) -> None:
+        q = body.view(np.int8)
+        for elems, rows, width in block_rows(flat.size, self.block_size, chunk_elements(flat)):
+            self._quantize(flat[elems].reshape(-1, width), scales[rows],
+                           q[elems].reshape(-1, width))
 
-    def _quantize(self, x, scales, q):
+    def _quantize(self, x: np.ndarray, scales: np.ndarray, q: np.ndarray) -> None:
         """Quantize the (blocks, width) array ``x`` into ``q``, one scale per row."""
         xp = array_module(x)
         work = xp.float64 if x.dtype == xp.float64 else xp.float32
@@ -72,25 +62,8 @@ class Int8(Codec):
             kernels.for_array(x).quantize(x, inv, q, noise)
         scales[...] = scale
 
-    def _parse(self, header, payload):
-        block, reserved = header.params
-        if reserved:
-            raise CodecError(f"reserved header field is {reserved}, not 0")
-        if block == 0:
-            raise CodecError("int8 frame with block size 0")
-        nblocks = -(-header.count // block)
-        expected = 4 * nblocks + header.count
-        if payload.size != expected:
-            raise CodecError(f"int8 payload is {payload.size} bytes, expected {expected}")
-        return block, payload[:4 * nblocks].view("<f4"), payload[4 * nblocks:].view(np.int8)
+    def _view_body(self, header: wire.Header, body: np.ndarray) -> np.ndarray:
+        return body.view(np.int8)
 
-    def _decode_into(self, header, parsed, out):
-        block, scales, q = parsed
-        kernels.for_array(out).dequantize(q, scales, block, out)
-
-    def _add_into(self, header, parsed, acc):
-        block, scales, q = parsed
-        kernels.for_array(acc).dequantize(q, scales, block, acc, add=True)
-
-    def _max_payload_nbytes(self, count, dtype):
-        return 4 * -(-count // self.block_size) + count
+    def _expand(self, parsed: ScaledBlocks, out: np.ndarray, add: bool) -> None:
+        kernels.for_array(out).dequantize(parsed.body, parsed.scales, parsed.block, out, add)

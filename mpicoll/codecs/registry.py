@@ -1,9 +1,16 @@
-"""Codecs by name (for users and config) and by id (for frames), kept in step in one table."""
+"""Codecs by name (for users, config and spec strings) and by id (for frames).
+
+Every codec is registered here: a new codec is a module with its
+:class:`~mpicoll.codecs.abc.Codec` subclass and one ``register`` line at the end of this one.
+"""
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from .abc import Codec
 from .bf16 import BF16
+from .feedback import ErrorFeedback
 from .fp16 import FP16
 from .int8 import Int8
 from .sign import Sign
@@ -11,12 +18,44 @@ from .threshold import Threshold
 from .topk import TopK
 from .wire import CodecError
 
-__all__ = ["get", "available", "from_config", "codec_class", "class_for_id"]
+__all__ = ["UnknownCodecError", "available", "class_for_id", "codec_class", "from_config", "get",
+           "parse", "register", "spec"]
 
-_CLASSES: tuple[type[Codec], ...] = (FP16, BF16, Int8, TopK, Threshold, Sign)
-_BY_NAME = {cls.name: cls for cls in _CLASSES}
-_BY_ID = {cls.codec_id: cls for cls in _CLASSES}
-assert len(_BY_ID) == len(_CLASSES), "codec ids must be unique: they are written in frames"
+_MAX_ID = 255  # frames hold the id in one byte
+_NO_CODEC = ("", "none")
+_FEEDBACK = "+ef"
+
+_BY_NAME: dict[str, type[Codec]] = {}
+_BY_ID: dict[int, type[Codec]] = {}
+
+CodecClass = TypeVar("CodecClass", bound=type[Codec])
+
+
+class UnknownCodecError(ValueError):
+    """No codec is registered under a name."""
+
+
+def register(cls: CodecClass) -> CodecClass:
+    """Register ``cls`` under its ``name`` and ``codec_id`` and return it (a class decorator).
+
+    ValueError when either is taken (the name would shadow a codec, the id would make its frames
+    decode as another codec's), when the id does not fit the frame's one byte, or when a spec
+    string could not name the codec. Nothing is registered then.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Codec)):
+        raise TypeError(f"codecs are Codec subclasses, not {cls!r}")
+    if cls.name in _NO_CODEC or "+" in cls.name:
+        raise ValueError(f"codec name {cls.name!r} would not read back from a spec string")
+    if not 1 <= cls.codec_id <= _MAX_ID:
+        raise ValueError(f"codec id must be in 1..{_MAX_ID}, not {cls.codec_id}")
+    if cls.name in _BY_NAME:
+        raise ValueError(f"codec name {cls.name!r} is taken by {_BY_NAME[cls.name].__qualname__}")
+    if cls.codec_id in _BY_ID:
+        raise ValueError(f"codec id {cls.codec_id} of {cls.__qualname__} is taken by "
+                         f"{_BY_ID[cls.codec_id].__qualname__}")
+    _BY_NAME[cls.name] = cls
+    _BY_ID[cls.codec_id] = cls
+    return cls
 
 
 def available() -> tuple[str, ...]:
@@ -25,18 +64,20 @@ def available() -> tuple[str, ...]:
 
 
 def codec_class(name: str) -> type[Codec]:
+    """The codec class registered as ``name``; UnknownCodecError for any other name."""
     try:
         return _BY_NAME[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown codec {name!r}; available: {', '.join(_BY_NAME)}") from None
+        raise UnknownCodecError(f"unknown codec {name!r}; available: {', '.join(_BY_NAME)}") \
+            from None
 
 
-def get(name: str, **params) -> Codec:
+def get(name: str, **params: Any) -> Codec:
     """Return a new codec ``name`` built with ``params`` (see each codec's module)."""
     return codec_class(name)(**params)
 
 
-def from_config(config: dict) -> Codec:
+def from_config(config: dict[str, Any]) -> Codec:
     """Rebuild a codec from ``codec.get_config()``."""
     params = dict(config)
     return get(params.pop("name"), **params)
@@ -48,3 +89,36 @@ def class_for_id(codec_id: int) -> type[Codec]:
         return _BY_ID[codec_id]
     except KeyError:
         raise CodecError(f"unknown codec id {codec_id}") from None
+
+
+def parse(spec: str) -> Codec | ErrorFeedback | None:
+    """Build the codec a spec string names, as command-line options give them: ``"int8"``,
+    ``"int8+ef"`` for int8 inside :class:`~mpicoll.codecs.ErrorFeedback`, and ``""`` or
+    ``"none"`` for no codec."""
+    if spec in _NO_CODEC:
+        return None
+    name, plus, suffix = spec.partition("+")
+    if plus and plus + suffix != _FEEDBACK:
+        raise ValueError(f"codec {spec!r}: the only suffix is {_FEEDBACK!r} (error feedback)")
+    codec = get(name)
+    return ErrorFeedback(codec) if plus else codec
+
+
+def spec(codec: Codec | ErrorFeedback | None) -> str:
+    """The spec string :func:`parse` reads back into a codec of the same name (parameters and
+    state are not in it: see ``get_config``); ``""`` for None."""
+    if codec is None:
+        return ""
+    if isinstance(codec, ErrorFeedback):
+        return codec.codec.name + _FEEDBACK
+    if isinstance(codec, Codec):
+        return codec.name
+    raise TypeError(f"spec takes a codec, an ErrorFeedback or None, not {type(codec).__name__}")
+
+
+register(FP16)
+register(BF16)
+register(Int8)
+register(TopK)
+register(Threshold)
+register(Sign)

@@ -39,8 +39,8 @@ MAX_NDIM = 8
 _FIXED = struct.Struct("<4sBBBBQ")
 _MAX_BYTES = 2**63 - 1  # sizes are NumPy intp on the receiving side
 
-DTYPE_CODES = {np.dtype("<f2"): 1, np.dtype("<f4"): 2, np.dtype("<f8"): 3}
-CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
+DTYPE_CODES: dict[np.dtype, int] = {np.dtype("<f2"): 1, np.dtype("<f4"): 2, np.dtype("<f8"): 3}
+CODE_DTYPES: dict[int, np.dtype] = {code: dtype for dtype, code in DTYPE_CODES.items()}
 
 # Decoding without ``out`` allocates count elements: a frame may claim at most this many, so a
 # forged 40-byte frame cannot ask for terabytes. Dense payload lengths already tie count to the
@@ -98,7 +98,7 @@ def peek_codec_id(buf: np.ndarray) -> int:
     """Return the codec id of a frame after checking its magic and version."""
     if buf.size < _FIXED.size:
         raise CodecError(f"truncated frame: {buf.size} bytes, a header needs {_FIXED.size}")
-    magic, version, codec_id, _, _, _ = _FIXED.unpack_from(to_host(buf[:_FIXED.size]))
+    magic, version, codec_id, _, _, _ = _FIXED.unpack_from(to_host(buf[:_FIXED.size]).data)
     if magic != MAGIC:
         raise CodecError(f"not a codec frame: magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
@@ -111,7 +111,8 @@ def unpack(buf: np.ndarray, codec_id: int, params: struct.Struct) -> Header:
     found = peek_codec_id(buf)
     if found != codec_id:
         raise CodecError(f"frame of codec id {found}, expected {codec_id}")
-    _, _, _, dtype_code, ndim, count = _FIXED.unpack_from(buf)
+    raw = buf.data  # the bytes struct reads (NumPy's stubs before 3.12 do not call ndarray a buffer)
+    _, _, _, dtype_code, ndim, count = _FIXED.unpack_from(raw)
     if dtype_code not in CODE_DTYPES:
         raise CodecError(f"unknown dtype code {dtype_code}")
     if ndim > MAX_NDIM:
@@ -119,13 +120,13 @@ def unpack(buf: np.ndarray, codec_id: int, params: struct.Struct) -> Header:
     nbytes = header_nbytes(ndim, params)
     if buf.size < nbytes:
         raise CodecError(f"truncated frame: {buf.size} bytes, its header needs {nbytes}")
-    shape = struct.unpack_from(f"<{ndim}Q", buf, _FIXED.size)
+    shape = struct.unpack_from(f"<{ndim}Q", raw, _FIXED.size)
     if math.prod(shape) != count:
         raise CodecError(f"element count {count} != product of shape {shape}")
     # NumPy refuses shapes whose nonzero extents times the itemsize overflow, even with a 0 extent
     if math.prod(max(d, 1) for d in shape) * CODE_DTYPES[dtype_code].itemsize > _MAX_BYTES:
         raise CodecError(f"shape {shape} out of range")
-    values = params.unpack_from(buf, _FIXED.size + 8 * ndim)
+    values = params.unpack_from(raw, _FIXED.size + 8 * ndim)
     return Header(codec_id, CODE_DTYPES[dtype_code], shape, count, values, nbytes)
 
 

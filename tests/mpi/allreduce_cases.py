@@ -6,65 +6,22 @@ powers of two for products), which every reduction order sums exactly: results m
 MPI's own Allreduce exactly, and be the same bits on every rank.
 """
 
-import hashlib
-
 import numpy as np
 import pytest
+from helpers import WORLD, assert_everywhere, data, native, same_on_all_ranks, value_bytes
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.algorithm import names
 
-WORLD = MPI.COMM_WORLD
-ALGORITHMS = ["ring", "tree", "hybrid", "auto"]
+ALGORITHMS = list(names(plain=True)) + ["auto"]  # every registered plain algorithm, and auto
 OPS = ["sum", "prod", "min", "max"]
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
-MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
 
 
 def sizes(p):
     return sorted({0, 1, max(p - 1, 0), p, p + 1, 2 * p + 1, 13, 97, 1000})
-
-
-def data(comm, count, dtype, op, seed=0):
-    """This rank's input: values whose reduction is exact in any order."""
-    dtype = np.dtype(dtype)
-    rng = np.random.default_rng([comm.Get_rank(), count, seed])
-    if op == "prod":
-        values = rng.choice([1, 2] if dtype.kind == "u" else [1, 2, -1], size=count)
-    else:
-        lo = 0 if dtype.kind == "u" else -3
-        values = rng.integers(lo, 4, size=count)
-    x = values.astype(dtype)
-    if dtype.kind == "c" and op != "prod":
-        x = x + 1j * rng.integers(-3, 4, size=count).astype(dtype)
-    return x
-
-
-def native(comm, x, op):
-    ref = np.empty_like(x)
-    comm.Allreduce(x, ref, op=MPI_OPS[op])
-    return ref
-
-
-def value_bytes(arr):
-    """The bytes that hold the values: x87 long doubles carry 6 bytes of undefined padding."""
-    raw = np.ascontiguousarray(arr).view(np.uint8)
-    if arr.dtype.kind in "fc" and np.dtype(arr.dtype.char.lower()).itemsize == 16 \
-            and np.finfo(np.longdouble).nmant == 63:
-        raw = raw.reshape(-1, 16)[:, :10]
-    return raw.tobytes()
-
-
-def same_on_all_ranks(comm, arr):
-    digests = comm.allgather(hashlib.sha256(value_bytes(arr)).hexdigest())
-    return len(set(digests)) == 1
-
-
-def assert_everywhere(comm, ok, message):
-    """Raise on every rank if the check failed on any, so all ranks leave the test together."""
-    failed = [rank for rank, good in enumerate(comm.allgather(bool(ok))) if not good]
-    assert not failed, f"{message} (on ranks {failed})"
 
 
 def check(comm, x, op, algorithm, inplace=False):

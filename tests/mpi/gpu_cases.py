@@ -10,13 +10,15 @@ bound otherwise.
 
 import numpy as np
 import pytest
-from allreduce_cases import MPI_OPS, WORLD, assert_everywhere, data, native, same_on_all_ranks
+from helpers import MPI_OPS, WORLD, assert_everywhere, data, native, same_on_all_ranks
 
 import mpicoll
 from mpicoll import codecs, cuda_aware, timing
 from mpicoll._array import to_host as host
+from mpicoll.algorithm import names
 
-ALGORITHMS = ["ring", "tree", "hybrid", "auto"]
+ALGORITHMS = list(names(plain=True)) + ["auto"]  # every registered plain algorithm, and auto
+DENSE_ALGORITHMS = list(names(compresses="dense"))  # every algorithm that runs dense codecs
 EXACT_CODECS = ["fp16", "bf16", "int8", "topk"]  # same bits on host and device
 OTHER_CODECS = {"sign": 1.5, "threshold": 1.0}   # relative L2 error bounds on normal data
 
@@ -55,7 +57,7 @@ def test_matches_native_and_stays_on_the_device(xp, algorithm, op, dtype):
     assert_everywhere(WORLD, ok, f"{xp.__name__} result differs from MPI's")
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "hybrid"])
+@pytest.mark.parametrize("algorithm", DENSE_ALGORITHMS)
 @pytest.mark.parametrize("name", EXACT_CODECS + list(OTHER_CODECS))
 def test_compressed_on_the_device(xp, algorithm, name):
     ok = True

@@ -2,13 +2,15 @@
 
 import numpy as np
 import pytest
-from allreduce_cases import WORLD, assert_everywhere, same_on_all_ranks
+from helpers import WORLD, assert_everywhere, same_on_all_ranks
 from mpi4py import MPI
 
 import mpicoll
 from mpicoll import codecs
+from mpicoll.algorithm import names
 from mpicoll.overlap import BucketManager, overlap_percent
 
+ALGORITHMS = list(names(plain=True)) + ["auto"]  # every registered plain algorithm, and auto
 SIZES = [1000, 30_000, 7, 70_000, 2_000, 1]
 
 
@@ -39,7 +41,7 @@ def expected(manager, values, codec=None):
 
 
 @pytest.mark.parametrize("policy", ["test", "thread", "none"])
-@pytest.mark.parametrize("algorithm", ["ring", "tree", "auto"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_buckets_equal_blocking_allreduce_whatever_the_readiness_order(policy, algorithm):
     grads = {k: np.zeros_like(v) for k, v in gradients(0).items()}
     manager = BucketManager(grads, bucket_bytes=64_000, first_bucket_bytes=4_000,

@@ -6,13 +6,15 @@ Whatever the transport, the result must be the bits the host path gives.
 
 import numpy as np
 import pytest
-from allreduce_cases import WORLD, assert_everywhere, data
+from helpers import WORLD, assert_everywhere, data
 from gpu_standin import StandIn
 
 import mpicoll
 from mpicoll import codecs, timing, transport
+from mpicoll.algorithm import names
 
-ALGORITHMS = ["ring", "tree", "hybrid", "auto"]
+ALGORITHMS = list(names(plain=True)) + ["auto"]  # every registered plain algorithm, and auto
+DENSE_ALGORITHMS = list(names(compresses="dense"))  # every algorithm that runs dense codecs
 CODECS = [None, "fp16", "bf16", "int8", "sign", "topk", "threshold"]
 
 
@@ -51,7 +53,7 @@ def test_plain_same_bits_as_host(path, algorithm, op, dtype, inplace):
     assert_everywhere(WORLD, ok, f"{path.name} differs from host")
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "hybrid"])
+@pytest.mark.parametrize("algorithm", DENSE_ALGORITHMS)
 @pytest.mark.parametrize("codec", CODECS[1:])
 @pytest.mark.parametrize("feedback", [False, True], ids=["plain", "ef"])
 def test_compressed_same_bits_as_host(path, algorithm, codec, feedback):

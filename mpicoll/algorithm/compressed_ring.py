@@ -12,17 +12,17 @@ each chunk keeps its own slot, so a slot is never received into while it is bein
 
 from __future__ import annotations
 
-from ..schedule import Builder, Decode, Encode, Recv, Reduce, Region, Send, split
+from ..schedule import Builder, BufferName, Decode, Encode, Local, Recv, Reduce, Region, Send, split
+from .base import Frames
 
-NAME = "ring"
 
-
-def _slots(b: Builder, chunks, frames) -> list[Region]:
+def _slots(b: Builder, chunks: list[tuple[int, int]], frames: Frames) -> list[Region]:
     """A slot per chunk; an empty chunk gets an empty slot, so its transfers are dropped."""
     return [b.wire(frames.nbytes(hi - lo) if hi > lo else 0) for lo, hi in chunks]
 
 
-def reduce_scatter(b: Builder, group: list[int], me: int, chunks, slots, src: str) -> None:
+def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]],
+                   slots: list[Region], src: BufferName) -> None:
     """Member ``me`` ends holding chunk ``me`` reduced over the group (full precision) in ``recv``."""
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
@@ -34,13 +34,14 @@ def reduce_scatter(b: Builder, group: list[int], me: int, chunks, slots, src: st
             out, into = (me - step - 1) % p, (me - step - 2) % p
             scratch = Region("tmp", 0, chunks[into][1] - chunks[into][0])
             total = Region("recv", *chunks[into])
-            local = [Decode(scratch, slots[into]), Reduce(total, Region(src, *chunks[into]), scratch)]
+            local: list[Local] = [Decode(scratch, slots[into]), Reduce(total, Region(src, *chunks[into]), scratch)]
             if step < p - 2:
                 local.append(Encode(slots[into], total))  # what the next hop sends on
             b.round([Recv(left, slots[into]), Send(right, slots[out])], local)
 
 
-def allgather(b: Builder, group: list[int], me: int, chunks, slots) -> None:
+def allgather(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]],
+              slots: list[Region]) -> None:
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
     with b.phase("allgather"):
@@ -52,8 +53,8 @@ def allgather(b: Builder, group: list[int], me: int, chunks, slots) -> None:
                     [Decode(Region("recv", *chunks[into]), slots[into])])
 
 
-def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: str,
-              frames) -> None:
+def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: BufferName,
+              frames: Frames) -> None:
     """Compressed ring allreduce of ``[start, stop)`` among ``group``; ``frames.nbytes(n)`` sizes slots."""
     if len(group) == 1 or start == stop:
         return

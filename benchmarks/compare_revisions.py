@@ -1,0 +1,72 @@
+"""Did a change move the bench figures? Run the bench sweep of two revisions alternately.
+
+    python benchmarks/compare_revisions.py OLD_REV [--ranks 2,4] [--reps 4] [-- BENCH ARGS]
+
+Checks OLD_REV out into a temporary git worktree and runs ``python -m mpicoll bench`` there
+and in this working tree, alternating old/new ``--reps`` times per rank count. Each bench
+already reports ratio = median(mpicoll / native) measured interleaved; this prints, per size
+and algorithm, the median over repetitions of that ratio for old and new (with the range) and
+new/old, so machine drift cancels twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ["-m", "8:16M", "-f", "8", "-i", "25", "-a", "ring,tree,hybrid,auto"]
+
+
+def bench(tree: Path, ranks: int, args: list[str]) -> dict[tuple[int, str], float]:
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    env = {**os.environ, "PYTHONPATH": str(tree), "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+           "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1"}
+    out = subprocess.run([str(mpiexec), "-n", str(ranks), sys.executable, "-m", "mpicoll", "bench",
+                          *args, "--no-progress"], cwd=tree, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    rows = [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+    return {(int(r[0]), r[4]): float(r[11]) for r in rows}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", help="the revision to compare against (e.g. HEAD)")
+    parser.add_argument("--ranks", default="2,4")
+    parser.add_argument("--reps", type=int, default=4)
+    parser.add_argument("bench", nargs="*", help="bench arguments (default: %s)" % " ".join(BENCH))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "old"
+        subprocess.run(["git", "worktree", "add", "-q", "--detach", str(old), args.old], cwd=ROOT,
+                       check=True)
+        try:
+            for ranks in map(int, args.ranks.split(",")):
+                ratios: dict = collections.defaultdict(lambda: collections.defaultdict(list))
+                for _ in range(args.reps):
+                    for tag, tree in (("old", old), ("new", ROOT)):
+                        for key, ratio in bench(tree, ranks, args.bench or BENCH).items():
+                            ratios[key][tag].append(ratio)
+                print(f"# {ranks} ranks: median over {args.reps} runs of each run's ratio to native "
+                      f"[range]; {args.old} = old, working tree = new")
+                print(f"{'size(B)':>10} {'algorithm':>10} {'old':>18} {'new':>18} {'new/old':>8}")
+                changes = []
+                for (size, name), r in sorted(ratios.items()):
+                    o, n = statistics.median(r["old"]), statistics.median(r["new"])
+                    changes.append(n / o)
+                    print(f"{size:>10} {name:>10} {o:7.2f} [{min(r['old']):.2f}-{max(r['old']):.2f}]"
+                          f" {n:7.2f} [{min(r['new']):.2f}-{max(r['new']):.2f}] {n / o:8.2f}")
+                print(f"# median new/old over all rows: {statistics.median(changes):.3f}\n", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Algorithms by name: the one table the API, ``auto``, bench, tune and the tests read."""
+
+from __future__ import annotations
+
+from .base import Algorithm
+
+__all__ = ["register", "get", "registered", "names", "UnknownAlgorithmError"]
+
+_BY_NAME: dict[str, Algorithm] = {}
+AUTO = "auto"
+
+
+class UnknownAlgorithmError(ValueError):
+    """No algorithm of that name is registered."""
+
+
+def register(algorithm: Algorithm) -> Algorithm:
+    """Add ``algorithm``; a name already taken (or "auto") raises ValueError."""
+    if not isinstance(algorithm, Algorithm):
+        raise TypeError(f"register takes an Algorithm, not {type(algorithm).__name__}")
+    if algorithm.name in _BY_NAME or algorithm.name == AUTO:
+        raise ValueError(f"an algorithm named {algorithm.name!r} is already registered")
+    _BY_NAME[algorithm.name] = algorithm
+    return algorithm
+
+
+def get(name: str) -> Algorithm:
+    """The algorithm called ``name``."""
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise UnknownAlgorithmError(f"unknown algorithm {name!r}; choose one of "
+                                    f"{names() + (AUTO,)}") from None
+
+
+def registered() -> tuple[Algorithm, ...]:
+    """Every algorithm, in registration order."""
+    return tuple(_BY_NAME.values())
+
+
+def names(*, plain: bool | None = None, compresses: str | None = None) -> tuple[str, ...]:
+    """Names of the registered algorithms, optionally only those that run without a codec
+    (``plain=True``) or that run codecs of a kind (``compresses="dense"`` or ``"sparse"``)."""
+    return tuple(a.name for a in _BY_NAME.values()
+                 if (plain is None or a.plain == plain)
+                 and (compresses is None or compresses in a.compresses))

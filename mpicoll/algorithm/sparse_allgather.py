@@ -1,0 +1,99 @@
+"""Allreduce for sparse codecs (topk, threshold): an allgather of frames, then decode them all.
+
+Sparse frames cannot be summed hop by hop as dense ones are (each sum would need re-sparsifying
+and lose more), so every rank's frame travels around the ring unchanged, and every rank decodes
+all p frames into its result in rank order: the same additions in the same order, the same
+bits everywhere. Each rank receives the other p-1 frames, so the cost grows with p.
+
+The frame lengths are exchanged first (with mpicoll's own tree), so every rank knows them
+before it posts a receive, and all ranks take the same path: when the frames together outweigh
+what a dense ring would move (2·n bytes of the array), they fall back to the exact ring and
+say so in what they return; the prologue already moved what error feedback owed into the
+contribution, so the exact sum leaves nothing owed. The lengths travel from host memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Iterator
+
+import numpy as np
+
+from .. import codecs, ops, transport
+from .._array import array_module
+from ..engine import Buffers, Execution, run_local
+from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
+from . import registry
+from .base import Algorithm, Call, Layout, Ran, prologue, run_planned
+
+NAME = "sparse-allgather"
+FALLBACK = "ring"
+
+
+def allgather_frames(layout: Layout, lengths: list[int], count: int) -> Schedule:
+    """The schedule for frames of ``lengths[r]`` bytes, rank r's at offset sum(lengths[:r]).
+
+    Built per call: the lengths change from call to call.
+    """
+    b = Builder()
+    slots = [b.wire(n) for n in lengths]
+    p, me = layout.size, layout.rank
+    right, left = (me + 1) % p, (me - 1) % p
+    with b.phase("allgather"):
+        for step in range(p - 1):
+            b.round([Recv(left, slots[(me - step - 1) % p]), Send(right, slots[(me - step) % p])])
+    everything = Region("recv", 0, count)
+    with b.phase("decode"):
+        b.round(local=[Decode(everything, slot, add=r > 0) for r, slot in enumerate(slots)])
+    return b.build(NAME, count)
+
+
+def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
+    """Exchange the frame lengths, then allgather the frames, or fall back to the exact ring."""
+    ctx, send, recv, codec, feedback = call.ctx, call.send, call.recv, call.codec, call.feedback
+    assert codec is not None, "sparse-allgather runs only with a sparse codec"
+    if ctx.size == 1:  # a lone rank sends nothing, so it compresses nothing: a copy, as for all
+        yield from run_planned(registry.get(FALLBACK), call)
+        return
+    given = _contribution(call)
+    frame = codec.encode(given)
+    lengths = np.zeros(ctx.size, np.int64)
+    lengths[ctx.rank] = frame.size
+    yield from run_planned(registry.get("tree"), _lengths_call(call, lengths))
+    if lengths.sum() > 2 * send.nbytes:
+        exact = replace(call, send=given, op=ops.resolve("sum"), codec=None, feedback=None)
+        yield from run_planned(registry.get(FALLBACK), exact, tag_index=1)
+        yield Ran(FALLBACK, codecs.spec(feedback or codec) + ":dense-fallback")
+        return
+    if feedback is not None:
+        feedback.owed(send)[...] = given - codec.decode(frame)
+    schedule = allgather_frames(ctx.layout, lengths.tolist(), send.size)
+    wire = array_module(send).empty(schedule.wire_nbytes, np.uint8)
+    start = int(lengths[:ctx.rank].sum())
+    wire[start:start + frame.size] = frame
+    bufs = Buffers(send, recv, array_module(send).empty(0, send.dtype), wire)
+    yield Execution(schedule, call.op, ctx.comm, call.tags[1], bufs, codec, call.record,
+                    call.path.bind(schedule, bufs))
+
+
+def _contribution(call: Call) -> Any:
+    """This rank's contribution: ``send`` itself, or prepared in ``recv`` by the prologue every
+    plan starts with (an average divided, what error feedback owes added)."""
+    b = Builder()
+    src = prologue(b, call.ctx.size, call.send.size, call.feedback is not None, call.op.average)
+    residual = None if call.feedback is None else call.feedback.owed(call.send)
+    bufs = Buffers(call.send, call.recv, call.send[:0], residual=residual)
+    for rnd in b.rounds:
+        run_local(rnd.local, bufs, call.op)
+    return call.send if src == "send" else call.recv
+
+
+def _lengths_call(call: Call, lengths: np.ndarray) -> Call:
+    """A sum of the frame lengths, in place, from host memory, unrecorded."""
+    return replace(call, send=lengths, recv=lengths, op=ops.resolve("sum"),
+                   options=replace(call.options, dtype=lengths.dtype.str), codec=None,
+                   feedback=None, record=None, path=transport.HOST)
+
+
+ALGORITHM = Algorithm(NAME, "every rank's sparse frame to every rank, decoded in rank order",
+                      run=run, compresses=frozenset({"sparse"}), plain=False, tags=2)
