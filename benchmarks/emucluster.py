@@ -164,6 +164,21 @@ def default_mpiexec() -> str:
     return str(Path(sys.executable).parent / "mpiexec")
 
 
+def detect_mpi(mpiexec: str) -> str:
+    """Which MPI a launcher belongs to, from its --version: 'openmpi' or 'mpich'."""
+    try:
+        proc = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ClusterError(f"cannot run {mpiexec} --version: {error}") from error
+    text = proc.stdout + proc.stderr
+    if "Open MPI" in text or "OpenRTE" in text:
+        return "openmpi"
+    if "HYDRA" in text or "MPICH" in text:
+        return "mpich"
+    raise ClusterError(f"{mpiexec} is neither MPICH's hydra nor Open MPI's launcher (--version "
+                       f"says {text.strip()[:200]!r}); give --mpi")
+
+
 def launcher_argv(mpi: str, mpiexec: str, standin: str, hosts: list[str], ranks_per_host: int) -> list[str]:
     """The launcher command line that spreads ranks_per_host ranks on each host over TCP."""
     host_list = ",".join(f"{host}:{ranks_per_host}" for host in hosts)
@@ -214,14 +229,14 @@ class EmulatedCluster:
             result = cluster.run(["python", "prog.py"], ranks_per_host=2)
     """
 
-    def __init__(self, hosts: int = 2, rate: str | None = "1gbit", mpi: str = "mpich",
+    def __init__(self, hosts: int = 2, rate: str | None = "1gbit", mpi: str = "auto",
                  mpiexec: str | None = None):
         if hosts < 1:
             raise ValueError("need at least one host")
         self.hosts = [host_name(i) for i in range(hosts)]
         self.rate = None if rate in (None, "none") else rate
-        self.mpi = mpi
         self.mpiexec = mpiexec or default_mpiexec()
+        self.mpi = detect_mpi(self.mpiexec) if mpi == "auto" else mpi
         self._tmpdir: tempfile.TemporaryDirectory | None = None
         self._previous_sigterm = None
 
@@ -297,8 +312,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ranks-per-host", type=int, default=1, help="MPI ranks on each host (default 1)")
     parser.add_argument("--rate", default="1gbit",
                         help="tc rate of each link direction, or 'none' (default 1gbit)")
-    parser.add_argument("--mpi", choices=("mpich", "openmpi"), default="mpich",
-                        help="which MPI the launcher belongs to (default mpich)")
+    parser.add_argument("--mpi", choices=("auto", "mpich", "openmpi"), default="auto",
+                        help="which MPI the launcher belongs to "
+                             "(default auto: as its version output says)")
     parser.add_argument("--mpiexec", default=None,
                         help="launcher path (default: the mpiexec next to this Python)")
     parser.add_argument("--json", metavar="FILE", help="also write the run's result as JSON to FILE")
@@ -334,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     report(result)
     if args.json:
         record = {"hosts": args.hosts, "ranks_per_host": args.ranks_per_host, "rate": args.rate,
-                  "mpi": args.mpi, "program": args.program, **asdict(result)}
+                  "mpi": cluster.mpi, "program": args.program, **asdict(result)}
         Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
     return exit_code(result.returncode)
 

@@ -120,6 +120,10 @@ class _MPIRequest:
     def test(self) -> bool:
         return self._request.Test()
 
+    @property
+    def done(self) -> bool:  # what BucketManager polls: MPI's own Test, which progresses it
+        return self._request.Test()
+
     def wait(self) -> None:
         self._request.Wait()
 

@@ -9,7 +9,7 @@ from typing import Any, TypeAlias, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, codecs, context, ops, timing, transport
+from . import _env, check, codecs, context, inflight, ops, timing, transport, watchdog
 from . import algorithm as algorithms_
 from ._array import MIXED, Array, address, array_module, writeable
 from .algorithm import Algorithm, Call, Options, registry, select
@@ -61,21 +61,35 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
     ctx = context.of(comm_)
     chosen = _resolve(asked, send.nbytes, ctx, codec_, op_)
     path = transport.choose(send)
+    inner, feedback = (codec_, None) if not isinstance(codec_, codecs.ErrorFeedback) \
+        else (codec_.codec, codec_)
     spec = "" if codec_ is None else codecs.spec(codec_)
+    # What every rank must agree on; checked before anything moves on the first call of each
+    # kind (every call with MPICOLL_CHECK=1), and hashed into every message tag.
+    kind = (send.size, send.dtype, op_.name, chosen.name,
+            spec if inner is None else f"{spec}({_params(inner)})")
+    request = Request(recv, chosen.name, spec, path.name,
+                      describe=lambda: f"collective #{number}: {check.say(kind)}")
+    ctx.start(request)  # ConcurrentUseError when another thread's are in flight on comm
+    number = ctx.next_call()
+    bits = ctx.verified(kind)
+    if bits is None or check.check_every_call():
+        check.verify(ctx, number, kind)
+        bits = check.tag_bits(kind)
+        ctx.remember(kind, bits)
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op_.name,
         algorithm=chosen.name, codec=spec, dtype=_dtype_name(send.dtype),
         count=send.size, nbytes=send.nbytes, transport=path.name)
-    inner, feedback = (codec_, None) if not isinstance(codec_, codecs.ErrorFeedback) \
-        else (codec_.codec, codec_)
+    request.attach(record)
     # Tags are taken now, in call order, identical on every rank: a later stage that took its
     # tag when it starts would race with the calls other ranks made meanwhile.
     call = Call(ctx, send.reshape(-1), recv.reshape(-1), op_, _options(send.dtype), inner,
-                feedback, record, path, ctx.next_tags(chosen.tags))
-    request = Request(recv, chosen.name, spec, path.name, record)
+                feedback, record, path, ctx.next_tags(chosen.tags, bits))
     request.run(chosen.start(call))
-    request.test()  # start the first round now
+    inflight.add(request)  # and post its first round now
+    watchdog.ensure_started()
     return request
 
 
@@ -137,6 +151,12 @@ def _kind(codec: AnyCodec | None) -> str | None:
 @functools.lru_cache(maxsize=None)
 def _dtype_name(dtype: np.dtype) -> str:
     return dtype.name  # computed anew by NumPy on each access (~2 µs): too slow per call
+
+
+def _params(codec: codecs.Codec) -> str:
+    """A codec's parameters, as the fingerprint compares them."""
+    return ", ".join(f"{key}={value!r}" for key, value in sorted(codec.get_config().items())
+                     if key != "name")
 
 
 def _options(dtype: np.dtype) -> Options:

@@ -8,8 +8,10 @@ user's own traffic on the same communicator.
 from __future__ import annotations
 
 import itertools
+import threading
+import weakref
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
@@ -19,9 +21,14 @@ from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .schedule import Schedule
 
-__all__ = ["Context", "CachedPlan", "of"]
+if TYPE_CHECKING:
+    from .request import Request
+
+__all__ = ["Context", "CachedPlan", "ConcurrentUseError", "of", "live"]
 
 MAX_PLANS = 64
+MAX_VERIFIED = 4096
+SEQUENCE_BITS = 12  # tags of up to 4096 collective stages in flight at once stay distinct
 
 
 class CachedPlan:
@@ -32,17 +39,25 @@ class CachedPlan:
         self.schedule = schedule
         self.staging: Any = None
         self._spare: list[tuple[Any, Any]] = []
+        self._lock = threading.Lock()
 
     def take_scratch(self, dtype: np.dtype, xp: Any = np) -> tuple[Any, Any]:
         """(tmp, wire) in array module ``xp`` for one execution; several in flight at once each
         get their own."""
-        for i, (tmp, wire) in enumerate(self._spare):
-            if tmp.dtype == dtype and isinstance(tmp, xp.ndarray):
-                return self._spare.pop(i)
+        with self._lock:  # a progress thread may give scratch back while a call takes some
+            for i, (tmp, wire) in enumerate(self._spare):
+                if tmp.dtype == dtype and isinstance(tmp, xp.ndarray):
+                    return self._spare.pop(i)
         return xp.empty(self.schedule.tmp_count, dtype), xp.empty(self.schedule.wire_nbytes, np.uint8)
 
     def give_back(self, scratch: tuple[Any, Any]) -> None:
-        self._spare.append(scratch)
+        with self._lock:
+            self._spare.append(scratch)
+
+
+class ConcurrentUseError(RuntimeError):
+    """Two threads started collectives on one communicator at once (MPI forbids it too: the
+    ranks could pair up different threads' calls)."""
 
 
 class Context:
@@ -50,19 +65,25 @@ class Context:
         self.comm = comm.Dup()
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        self._layout: Layout | None = None
+        # Collective, so found here, where every rank is (the first call on comm), rather than
+        # when some call first needs it: calls that differ across ranks would hang in it.
+        self.layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
-        self._tags = itertools.count()
+        self._lock = threading.Lock()
+        self._calls = itertools.count()  # collectives started, the same on every rank
+        self._tags = itertools.count()   # message tags taken (a collective takes one per stage)
+        self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
+        self._owner: int | None = None   # the thread that started the last collective
+        self._started: list[Request] = []  # its requests, some maybe still in flight
+        _LIVE.add(self)
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
-        # duplicates and splits), and guarantees it is at least 32767.
-        self._tag_ub: int = self.comm.Get_attr(MPI.TAG_UB) or MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) \
+        # duplicates and splits), and guarantees it is at least 32767. Its low SEQUENCE_BITS
+        # count tags; the bits above carry a hash of the collective's fingerprint, if room.
+        tag_ub: int = self.comm.Get_attr(MPI.TAG_UB) or MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) \
             or 32767
-
-    @property
-    def layout(self) -> Layout:
-        if self._layout is None:  # collective, once; every rank reaches it on its first call
-            self._layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
-        return self._layout
+        bits = (tag_ub + 1).bit_length() - 1  # tags below 2**bits are all valid
+        self._kind_bits = max(bits - SEQUENCE_BITS, 0)
+        self._sequence_mod = 1 << min(SEQUENCE_BITS, bits)
 
     def cached_plan(self, algorithm: Algorithm, count: int, options: Options,
                     codec: Codec | None = None, feedback: bool = False,
@@ -86,16 +107,60 @@ class Context:
             self._plans.move_to_end(key)
         return plan
 
-    def next_tags(self, count: int) -> tuple[int, ...]:
-        """Fresh tags for one collective (one per stage): every rank starts collectives in the
-        same order, so all take the same."""
+    def start(self, request: Request) -> None:
+        """Note a collective started by this thread; ConcurrentUseError if another thread's are
+        still in flight on this communicator."""
+        me = threading.get_ident()
+        with self._lock:
+            if me != self._owner:
+                busy = [r for r in self._started if not r.done]
+                if busy:
+                    raise ConcurrentUseError(
+                        f"two threads use one communicator at once: thread {me} starts a "
+                        f"collective while {len(busy)} of thread {self._owner}'s are in flight "
+                        "(first: " + busy[0].describe() + "). Give each thread its own "
+                        "communicator (comm.Dup()), or start collectives from one thread")
+                self._owner, self._started = me, []
+            elif len(self._started) >= 64:
+                self._started = [r for r in self._started if not r.done]
+            self._started.append(request)
+
+    def next_call(self) -> int:
+        """The number of this collective on the communicator (the same on every rank)."""
+        return next(self._calls)
+
+    def verified(self, kind: tuple) -> int | None:
+        """The tag hash of a kind of collective every rank has checked, else None."""
+        return self._verified.get(kind)
+
+    def remember(self, kind: tuple, bits: int) -> None:
+        """Every rank checked ``kind``: later calls of it skip the check. Forgetting them all
+        when there are many keeps the memory bounded and the ranks in step."""
+        if len(self._verified) >= MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[kind] = bits
+
+    def next_tags(self, count: int, kind_bits: int = 0) -> tuple[int, ...]:
+        """Fresh tags for one collective (one per stage), carrying ``kind_bits`` (a hash of the
+        fingerprint) above the sequence: every rank starts collectives in the same order, so all
+        take the same, and a message of another kind of collective cannot match."""
+        high = (kind_bits & ((1 << self._kind_bits) - 1)) * self._sequence_mod
         if count == 1:
-            return (next(self._tags) % self._tag_ub,)
-        return tuple(next(self._tags) % self._tag_ub for _ in range(count))
+            return (high + next(self._tags) % self._sequence_mod,)
+        return tuple(high + next(self._tags) % self._sequence_mod for _ in range(count))
 
     def free(self) -> None:
+        _LIVE.discard(self)
         if not MPI.Is_finalized():
             self.comm.Free()
+
+
+_LIVE: weakref.WeakSet[Context] = weakref.WeakSet()
+
+
+def live() -> list[Context]:
+    """Every context not yet freed (their communicators still exist)."""
+    return list(_LIVE)
 
 
 def _delete(comm: MPI.Comm, keyval: int, ctx: Context) -> None:

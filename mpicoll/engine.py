@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 from mpi4py import MPI
 
 from ._array import Array, array_module
+from .check import MismatchError
 from .ops import Op
 from .schedule import Copy, Decode, Encode, Local, Reduce, Region, Round, Scale, Schedule, Send, Zero
 from .timing import Record
 
 if TYPE_CHECKING:
-    from .codecs import Codec
+    from .codecs import Codec, ErrorFeedback
     from .transport import Binding
 
 __all__ = ["Buffers", "Execution", "run_local"]
@@ -28,9 +30,12 @@ class Buffers:
     """
 
     def __init__(self, send: np.ndarray, recv: np.ndarray, tmp: np.ndarray,
-                 wire: np.ndarray | None = None, residual: np.ndarray | None = None):
+                 wire: np.ndarray | None = None, residual: np.ndarray | None = None,
+                 feedback: ErrorFeedback | None = None):
         self.xp = array_module(send)
-        self.arrays: dict[str, Array] = {"send": send, "recv": recv, "tmp": tmp, "wire": wire, "residual": residual}
+        self.feedback = feedback  # whose residual ``residual`` is: it drops what is not finite
+        self.arrays: dict[str, Array] = {"send": send, "recv": recv, "tmp": tmp, "wire": wire,
+                                         "residual": residual}
         self._bytes = {name: a.view(np.uint8) for name, a in self.arrays.items() if a is not None}
         self._itemsize = {name: a.itemsize for name, a in self.arrays.items() if a is not None}
 
@@ -84,7 +89,10 @@ def _encode(step: Encode, bufs: Buffers, codec: Codec) -> None:
         raise RuntimeError(f"{codec!r} wrote {frame.size} bytes into a {slot.size}-byte slot")
     residual = bufs.arrays["residual"]
     if residual is not None:  # error feedback: this rank owes what its frame did not carry
-        residual[step.src.start:step.src.stop] += values - codec.decode(frame)
+        owed = residual[step.src.start:step.src.stop]
+        owed += values - codec.decode(frame)
+        if bufs.feedback is not None:
+            bufs.feedback.keep_finite(owed)
 
 
 class Execution:
@@ -112,6 +120,10 @@ class Execution:
             self._mark = record.t0 if math.isnan(record.t1) else record.t1
         self._next = 0          # index of the next round to start
         self._pending: list[MPI.Request] | None = None  # requests of the round in flight
+        self.progressed = time.monotonic()  # when a round last finished (for the watchdog)
+        self._statuses: list[MPI.Status] = []  # of the round's requests, receives first
+        self._expected: list[int] = []
+        self._early: dict[int, int] | None = None  # sizes of receives a Waitany completed
         if not schedule.rounds:
             self._finished()
 
@@ -119,13 +131,33 @@ class Execution:
     def done(self) -> bool:
         return self._next == len(self.schedule.rounds) and self._pending is None
 
+    def pending(self) -> list[MPI.Request]:
+        """The MPI requests of the round in flight (empty between rounds)."""
+        return self._pending or []
+
+    def where(self) -> str:
+        """Which round is in flight and whom it waits on, for reports."""
+        if self.done:
+            return "finished"
+        index = max(self._next - 1, 0) if self._pending is not None else self._next
+        rnd = self.schedule.rounds[index]
+        peers = ", ".join(f"{'send to' if isinstance(t, Send) else 'receive from'} rank {t.peer}"
+                          for t in rnd.transfers) or "local steps"
+        return (f"round {index + 1} of {len(self.schedule.rounds)}"
+                + (f" ({rnd.phase})" if rnd.phase else "") + f", tag {self._tag}: {peers}")
+
     def test(self) -> bool:
         """Advance without blocking; return True once every round has finished."""
         while not self.done:
             if self._pending is None:
                 self._start(self.schedule.rounds[self._next])
-            if self._pending and not MPI.Request.Testall(self._pending):
-                return False
+            if self._pending:
+                try:
+                    if not MPI.Request.Testall(self._pending, self._statuses):
+                        return False
+                except MPI.Exception as error:
+                    raise self._mismatch(str(error)) from None
+                self._check_sizes()
             self._finish(self.schedule.rounds[self._next - 1])
         return True
 
@@ -135,8 +167,36 @@ class Execution:
             if self._pending is None:
                 self._start(self.schedule.rounds[self._next])
             if self._pending:
-                MPI.Request.Waitall(self._pending)
+                try:
+                    MPI.Request.Waitall(self._pending, self._statuses)
+                except MPI.Exception as error:
+                    raise self._mismatch(str(error)) from None
+                self._check_sizes()
             self._finish(self.schedule.rounds[self._next - 1])
+
+    def completed(self, index: int, status: MPI.Status) -> None:
+        """Request ``index`` of the round was completed elsewhere (a ``Waitany``), with
+        ``status``: its size is checked with the others'."""
+        if self._early is None:
+            self._early = {}
+        self._early[index] = status.Get_count(MPI.BYTE)
+
+    def _check_sizes(self) -> None:
+        """Every message received has the size its receive expected: MPI reports a larger one
+        (truncation), not a smaller one, which would leave stale bytes in the buffer."""
+        early = self._early
+        for i, expected in enumerate(self._expected):
+            got = early[i] if early is not None and i in early else self._statuses[i].Get_count(MPI.BYTE)
+            if got != expected:
+                raise self._mismatch(f"{got} bytes arrived where {expected} were expected")
+
+    def _mismatch(self, what: str) -> MismatchError:
+        """A message that did not fit its receive: the ranks run different collectives."""
+        return MismatchError(
+            f"mpicoll: a message did not match its receive in {self.where()} "
+            f"({what.strip()}): the ranks are running different collectives "
+            "(count, dtype, op, algorithm or codec differ); MPICOLL_CHECK=1 compares every call "
+            "before any data moves")
 
     def _start(self, rnd: Round) -> None:
         comm, tag = self._comm, self._tag
@@ -144,13 +204,19 @@ class Execution:
         if self._link is not None and rnd.transfers:
             raw = self._link.post(self._next)
         # Receives first: a message that finds its receive posted skips the unexpected queue.
-        reqs = [comm.Irecv(raw(t.region), t.peer, tag) for t in rnd.transfers if not isinstance(t, Send)]
+        into = [(raw(t.region), t.peer) for t in rnd.transfers if not isinstance(t, Send)]
+        reqs = [comm.Irecv(buf, peer, tag) for buf, peer in into]
         reqs += [comm.Isend(raw(t.region), t.peer, tag) for t in rnd.transfers if isinstance(t, Send)]
+        self._expected = [len(buf) for buf, _ in into]  # bytes each receive must get
+        self._early = None
+        if len(self._statuses) < len(reqs):
+            self._statuses += [MPI.Status() for _ in range(len(reqs) - len(self._statuses))]
         self._pending = reqs
         self._next += 1
 
     def _finish(self, rnd: Round) -> None:
         self._pending = None
+        self.progressed = time.monotonic()
         if self._link is None:
             if rnd.local:
                 run_local(rnd.local, self._bufs, self._op, self._codec)

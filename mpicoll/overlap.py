@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Mapping, Sequence, TypeAlias, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import api, codecs
+from . import api, codecs, inflight
 from ._array import Array, array_module, is_device, same_module, writeable
 from .request import Request
 
@@ -218,11 +218,12 @@ class BucketManager:
                               comm=self.comm, codec=bucket.codec)
 
     def _poll(self) -> bool:
+        inflight.progress()  # one pass advances every bucket (and every other collective)
         done = True
         for b in self.buckets[:self._next]:
             if not b.seconds:
                 assert b.request is not None  # the buckets before self._next have started
-                if b.request.test():
+                if b.request.done:
                     self._finished(b)
                 else:
                     done = False

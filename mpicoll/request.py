@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from mpi4py import MPI
+
+from . import inflight
 from ._array import Array
 from .engine import Execution
 from .timing import Record
@@ -20,19 +23,30 @@ class Request:
     Like an ``mpi4py.MPI.Request``, but ``wait()`` returns the result buffer. ``algorithm``
     names the algorithm that runs, ``codec`` the codec's name ("" without one) and
     ``transport`` how the buffers reach MPI ("host", "cuda-aware" or "staged"). MPI only
-    moves data inside MPI calls: a request progresses when it is tested or waited on (see
-    ``mpicoll.overlap`` for doing that between pieces of compute, or from a thread).
+    moves data inside MPI calls: collectives progress when any request is tested or waited on
+    — every collective in flight, not only this one (:mod:`mpicoll.inflight`), so requests
+    may be completed in any order — see ``mpicoll.overlap`` for doing that between pieces of
+    compute, or from a thread.
     """
 
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
-                 record: Record | None = None):
+                 record: Record | None = None, describe: Callable[[], str] | None = None):
         self._stages: Iterator[Execution | Ran] = iter(())
         self._current: Execution | None = None
         self._result = result
         self._record = record
+        self._describe = describe
+        self._claimed = False  # advanced by a thread right now (see mpicoll.inflight)
+        self._error: BaseException | None = None  # what stopped it, raised again on test/wait
+        self._waiting = False  # a thread blocks in wait() on it (for the watchdog)
+        self._asked = 0.0      # when a test or progress pass last looked at it
         self.algorithm = algorithm
         self.codec = codec
         self.transport = transport
+
+    def attach(self, record: Record | None) -> None:
+        """The timing record to correct if what ran changes on the way."""
+        self._record = record
 
     def run(self, stages: Iterator[Execution | Ran]) -> None:
         """Run the executions of one collective, one after another; a :class:`Ran` at the end,
@@ -40,20 +54,74 @@ class Request:
         self._stages = stages
         self._current = self._next_stage()
 
+    @property
+    def done(self) -> bool:
+        """Whether the result is ready (without progressing anything)."""
+        return self._current is None
+
     def test(self) -> bool:
-        """Progress the transfers without blocking; True once the result is ready."""
-        while self._current is not None:
-            if not self._current.test():
-                return False
-            self._current = self._next_stage()
-        return True
+        """Progress every collective in flight without blocking; True once this result is ready."""
+        inflight.progress()
+        if self._error is not None:
+            raise self._error
+        return self.done
 
     def wait(self) -> Any:
-        """Block until the result is ready and return it."""
-        while self._current is not None:
-            self._current.wait()
-            self._current = self._next_stage()
+        """Block until the result is ready and return it (every collective in flight progresses
+        meanwhile)."""
+        if not self.done:
+            inflight.wait(self)
+        if self._error is not None:
+            raise self._error
         return self._result
+
+    def then(self, fn: Callable[[Any], Any]) -> Request:
+        """A request for ``fn(result)``: ``fn`` runs once, in the test or wait that completes
+        this one. Do not block on other requests inside ``fn``: that serialises the chain."""
+        return _Then(self, fn)
+
+    def describe(self) -> str:
+        """What this collective is and where it stands, for error reports and the watchdog."""
+        head = self._describe() if self._describe is not None else f"allreduce ({self.algorithm})"
+        return head if self._current is None else f"{head}, {self._current.where()}"
+
+    # ---- for mpicoll.inflight: called by the one thread that has claimed this request
+    def _advance(self) -> None:
+        try:
+            while self._current is not None:
+                if not self._current.test():
+                    return
+                self._current = self._next_stage()
+        except BaseException as error:
+            self._stop(error)
+            raise
+
+    def _wait_alone(self) -> None:
+        try:
+            while self._current is not None:
+                self._current.wait()
+                self._current = self._next_stage()
+        except BaseException as error:
+            self._stop(error)
+            raise
+
+    def _stop(self, error: BaseException) -> None:
+        """It cannot go on (a mismatch): done, and the error is what its test or wait raise."""
+        self._error, self._current = error, None
+
+    def _pending(self) -> list[MPI.Request]:
+        return [] if self._current is None else self._current.pending()
+
+    def _completed(self, index: int, status: MPI.Status) -> None:
+        if self._current is not None:
+            self._current.completed(index, status)
+
+    def _last_progress(self) -> float:
+        return 0.0 if self._current is None else self._current.progressed
+
+    def _watched(self) -> bool:
+        """Somebody waits for it: blocked in wait(), or testing since it last moved."""
+        return not self.done and (self._waiting or self._asked > self._last_progress())
 
     def _next_stage(self) -> Execution | None:
         stage = next(self._stages, None)
@@ -64,16 +132,15 @@ class Request:
             self._record.algorithm, self._record.codec = self.algorithm, self.codec
         return None
 
-    def then(self, fn: Callable[[Any], Any]) -> Request:
-        """A request for ``fn(result)``: ``fn`` runs once, in the test or wait that completes
-        this one. Do not block on other requests inside ``fn``: that serialises the chain."""
-        return _Then(self, fn)
-
 
 class _Then(Request):
     def __init__(self, parent: Request, fn: Callable[[Any], Any]):
         self._parent, self._fn, self._done, self._value = parent, fn, False, None
         self.algorithm, self.codec, self.transport = parent.algorithm, parent.codec, parent.transport
+
+    @property
+    def done(self) -> bool:
+        return self._done
 
     def test(self) -> bool:
         if not self._done and self._parent.test():
@@ -86,15 +153,19 @@ class _Then(Request):
             self._finish()
         return self._value
 
+    def describe(self) -> str:
+        return self._parent.describe()
+
     def _finish(self) -> None:
         self._value, self._done = self._fn(self._parent.wait()), True
 
 
 def waitall(requests: Sequence[Request]) -> list:
-    """Wait for every request (in order) and return their results."""
+    """Wait for every request (in any order: all progress together) and return their results."""
     return [r.wait() for r in requests]
 
 
 def testall(requests: Sequence[Request]) -> bool:
-    """Progress every request once; True when all have completed."""
-    return all([r.test() for r in requests])  # a list, not a generator: test each one
+    """Progress every collective in flight once; True when all of ``requests`` have completed."""
+    inflight.progress()
+    return all([r.test() if isinstance(r, _Then) else r.done for r in requests])

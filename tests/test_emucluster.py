@@ -69,6 +69,15 @@ def test_exit_code_comes_back_and_namespaces_are_gone(tmp_path):
     assert our_namespaces() == []
 
 
+def test_the_launcher_s_mpi_is_detected():
+    """The default --mpi: the launcher beside this Python is of the MPI mpi4py loaded."""
+    from mpi4py import MPI
+    expected = {"MPICH": "mpich", "Open MPI": "openmpi"}[MPI.get_vendor()[0]]
+    assert emucluster.detect_mpi(emucluster.default_mpiexec()) == expected
+    with pytest.raises(emucluster.ClusterError, match="neither"):
+        emucluster.detect_mpi("true")
+
+
 def test_refuses_without_root(monkeypatch, capsys):
     monkeypatch.setattr(emucluster.os, "geteuid", lambda: 1000)
     assert emucluster.main(["--", "true"]) == 2

@@ -195,7 +195,7 @@ def run_planned(algorithm: Algorithm, call: Call, tag_index: int = 0) -> Iterato
                            call.op.average)
     scratch = plan.take_scratch(send.dtype, array_module(send))
     residual = None if feedback is None else feedback.owed(send)
-    bufs = Buffers(send, call.recv, *scratch, residual=residual)
+    bufs = Buffers(send, call.recv, *scratch, residual=residual, feedback=feedback)
     link = call.path.bind(plan.schedule, bufs, plan)
     yield Execution(plan.schedule, call.op, ctx.comm, call.tags[tag_index], bufs, codec,
                     call.record, link)

@@ -66,7 +66,9 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
         yield Ran(FALLBACK, codecs.spec(feedback or codec) + ":dense-fallback")
         return
     if feedback is not None:
-        feedback.owed(send)[...] = given - codec.decode(frame)
+        owed = feedback.owed(send)
+        owed[...] = given - codec.decode(frame)
+        feedback.keep_finite(owed)
     schedule = allgather_frames(ctx.layout, lengths.tolist(), send.size)
     wire = array_module(send).empty(schedule.wire_nbytes, np.uint8)
     start = int(lengths[:ctx.rank].sum())

@@ -10,9 +10,11 @@ Kept apart from the codecs (GRACE's Compressor/Memory split): any codec works in
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from .._array import array_module, is_device
+from .._array import Array, array_module, is_device
 from .abc import Codec, checked_input
 
 __all__ = ["ErrorFeedback"]
@@ -25,8 +27,11 @@ class ErrorFeedback:
     subtraction, where ``sent = codec.decode(frame)``. One residual array is kept, in the input's
     dtype and memory (host or device); it restarts at zero when the shape, dtype or memory of
     the input changes, so use one
-    ErrorFeedback per tensor (or per bucket). A NaN or inf that reaches the residual stays there
-    until :meth:`reset`. Frames are ordinary frames of ``codec``: receivers decode them with the
+    ErrorFeedback per tensor (or per bucket). The residual never keeps a NaN or an inf: an
+    input that is not finite where it is not is sent as it is (the sum is not finite either) and
+    owes nothing there, so the next finite call is unaffected — mixed-precision training skips
+    such a step and goes on. Each entry dropped that way is counted in :attr:`dropped`, with a
+    ``RuntimeWarning``. Frames are ordinary frames of ``codec``: receivers decode them with the
     codec alone.
     """
 
@@ -35,6 +40,7 @@ class ErrorFeedback:
             raise TypeError(f"ErrorFeedback wraps a codec, not {type(codec).__name__}")
         self.codec = codec
         self._residual: np.ndarray | None = None
+        self.dropped = 0  # non-finite residual entries dropped so far
 
     @property
     def name(self) -> str:
@@ -76,7 +82,27 @@ class ErrorFeedback:
         given += x  # the residual buffer becomes what we owe in total
         frame = self.codec.encode(given, out)
         given -= self.codec.decode(frame, out=array_module(x).empty_like(x))  # ... and then what is still owed
+        self.keep_finite(given)
         return frame
+
+    def keep_finite(self, owed: Array) -> None:
+        """Zero the entries of ``owed`` (part of the residual) that are not finite; count them.
+
+        One reduction when all is finite (a sum is finite then, unless it overflows, which only
+        costs the exact look that follows).
+        """
+        xp = array_module(owed)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if owed.size == 0 or bool(xp.isfinite(owed.sum())):
+                return
+        bad = ~xp.isfinite(owed)
+        count = int(bad.sum())
+        if count:
+            owed[bad] = 0
+            self.dropped += count
+            warnings.warn(f"{self!r}: dropped {count} non-finite residual entries (NaN or inf in "
+                          f"the input; {self.dropped} so far): they are not owed to later calls",
+                          RuntimeWarning, stacklevel=2)
 
     def decode(self, frame, out=None) -> np.ndarray:
         return self.codec.decode(frame, out)

@@ -1,0 +1,103 @@
+"""Collective fingerprints: ranks agree on what they are about to run before any data moves.
+
+A collective is described by its sequence number on the communicator, count, dtype, op, the
+algorithm that will run and the codec with its parameters. Ranks compare these in one small
+native allreduce (MIN over the fields and their negations: equal everywhere iff min == max, as
+MPICH's ``MPIX_EQUAL`` does), and on a difference **every** rank raises :class:`MismatchError`
+naming the fields and the ranks (PyTorch's ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` does the same).
+
+When: every call with ``MPICOLL_CHECK=1``; otherwise the first call of each kind on a
+communicator — a kind that every rank has already verified is not checked again. That decision
+must be the same on every rank or the check itself hangs: it is, in a program whose ranks make
+the same calls, because the set of verified kinds grows by the same checks everywhere. Between
+checks, every message's tag carries a hash of the fingerprint, so a message of one collective
+never matches a receive of a different one: mismatched calls then stall (the watchdog,
+``MPICOLL_TIMEOUT``, reports and aborts) instead of returning wrong bits.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import TYPE_CHECKING
+
+import numpy as np
+from mpi4py import MPI
+
+from . import watchdog
+
+if TYPE_CHECKING:
+    from .context import Context
+
+__all__ = ["MismatchError", "CHECK_ENV", "verify", "check_every_call", "refresh", "tag_bits", "say"]
+
+CHECK_ENV = "MPICOLL_CHECK"
+FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec")
+_every_call: bool | None = None
+
+
+class MismatchError(ValueError):
+    """Ranks disagree on a collective's arguments; raised on every rank, before data moves."""
+
+
+def check_every_call() -> bool:
+    """``MPICOLL_CHECK=1``: read once, at the first collective (:func:`refresh` reads it again)."""
+    global _every_call
+    if _every_call is None:
+        value = os.environ.get(CHECK_ENV, "0")
+        if value not in ("0", "1"):
+            raise ValueError(f"{CHECK_ENV}={value!r}: expected 0 or 1")
+        _every_call = value == "1"
+    return _every_call
+
+
+def refresh() -> None:
+    """Read ``MPICOLL_CHECK`` again at the next collective."""
+    global _every_call
+    _every_call = None
+
+
+def tag_bits(kind: tuple) -> int:
+    """A stable hash of a fingerprint ``(count, dtype, op, algorithm, codec)``, for message tags
+    and the check (the same on every rank and run)."""
+    return zlib.crc32(repr(kind).encode())
+
+
+def verify(ctx: Context, call: int, kind: tuple) -> None:
+    """Raise MismatchError on every rank unless all ranks of ``ctx`` run the same ``kind`` as
+    their ``call``-th collective. Collective: every rank must call it for the same call."""
+    values = np.array([call, kind[0], *(tag_bits((v,)) for v in kind[1:])], np.int64)
+    both = np.concatenate([values, -values])
+    with watchdog.blocked(lambda: f"the fingerprint check of collective #{call} ({say(kind)})"):
+        ctx.comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
+    if np.array_equal(both[:len(values)], -both[len(values):]):
+        return
+    every = ctx.comm.allgather((call, *kind))  # everyone knows it differs: say how, everywhere
+    raise MismatchError(_explain(every))
+
+
+def say(kind: tuple) -> str:
+    """A fingerprint in words."""
+    count, dtype, op, algorithm, codec = kind
+    return (f"allreduce of {count} × {np.dtype(dtype).name}, op {op}, algorithm {algorithm}"
+            + (f", codec {codec}" if codec else ""))
+
+
+def _explain(every: list[tuple]) -> str:
+    """Which fields differ, and which ranks hold which value."""
+    lines = []
+    for i, field in enumerate(FIELDS):
+        holders: dict[str, list[int]] = {}
+        for rank, values in enumerate(every):
+            value = values[i]
+            text = np.dtype(value).name if field == "dtype" else str(value)
+            holders.setdefault(text or "none", []).append(rank)
+        if len(holders) > 1:
+            lines.append(f"  {field}: " + "; ".join(f"{value} on {_ranks(ranks)}"
+                                                     for value, ranks in holders.items()))
+    return ("mpicoll: ranks disagree on a collective (Detected mismatch between collectives on "
+            "ranks); nothing was sent:\n" + "\n".join(lines))
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))

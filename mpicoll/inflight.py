@@ -1,0 +1,158 @@
+"""The one progress engine of the process: every collective in flight, advanced together.
+
+MPI lets a program complete its requests in any order: waiting on B before A must finish both,
+even when the other ranks wait on A first. A collective built from rounds only moves when
+something posts its next round, so a wait on B alone would leave A stalled here and the ranks
+waiting on A stuck. Hence every ``test()`` and ``wait()`` of any request advances every
+collective in flight on every communicator, in start order, as MPI's own progress does.
+
+A request is advanced by one thread at a time: a thread *claims* the requests it advances, and
+others skip claimed ones. A wait on the only collective in flight blocks in MPI (``Waitall``);
+with several in flight it advances them all and blocks in ``Waitany`` until one moves.
+
+At exit, collectives still in flight are finished, and the ranks of every communicator mpicoll
+used pass a barrier: with MPICH, a rank that returned from its last request and went on into
+``MPI_Finalize`` stopped progressing what its neighbours still needed (a last rendezvous send),
+and they hung. A watchdog (``MPICOLL_TIMEOUT``, :mod:`mpicoll.watchdog`) turns a collective
+that stops moving into a report and an abort.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from mpi4py import MPI
+
+from . import watchdog
+from .check import MismatchError
+
+if TYPE_CHECKING:
+    from .request import Request
+
+__all__ = ["add", "progress", "wait", "outstanding", "finish_at_exit"]
+
+_lock = threading.Lock()
+_outstanding: list[Request] = []  # in start order
+
+
+def add(request: Request) -> None:
+    """Take a started collective into the engine and post its first round (only its own:
+    starting many buckets must not cost a pass over all of them each)."""
+    request._claimed = True
+    with _lock:
+        _outstanding.append(request)
+    try:
+        request._advance()
+    finally:
+        _release_one(request)
+
+
+def outstanding() -> list[Request]:
+    """The collectives in flight, in start order (a copy)."""
+    with _lock:
+        return list(_outstanding)
+
+
+def progress() -> None:
+    """Advance every collective in flight that no other thread is advancing, without blocking."""
+    mine = _claim()
+    try:
+        for request in mine:
+            request._advance()
+    finally:
+        _release(mine)
+
+
+def wait(request: Request) -> None:
+    """Block until ``request`` has finished, advancing every collective in flight meanwhile."""
+    with _lock:  # the common case: the only collective in flight, so block in MPI itself
+        alone = len(_outstanding) == 1 and _outstanding[0] is request and not request._claimed
+        if alone:
+            request._claimed = True
+    request._waiting = True
+    try:
+        if alone:
+            request._wait_alone()
+        else:
+            _wait(request)
+    finally:
+        request._waiting = False
+        if alone:
+            _release_one(request)
+
+
+def _wait(request: Request) -> None:
+    delay = 0.0
+    while not request.done:
+        mine = _claim()
+        try:
+            for r in mine:
+                r._advance()
+            if request.done:
+                return
+            pending = [(r, i, m) for r in mine for i, m in enumerate(r._pending())]
+            if request in mine and pending:  # block until one of them moves
+                status = MPI.Status()
+                try:
+                    index = MPI.Request.Waitany([m for _, _, m in pending], status)
+                except MPI.Exception as error:  # a message too large for its receive
+                    raise MismatchError(
+                        f"mpicoll: a message did not match its receive ({str(error).strip()}) "
+                        "in one of: " + "; ".join(r.describe() for r in mine)
+                        + ": the ranks are running different collectives") from None
+                if index != MPI.UNDEFINED:
+                    owner, position, _ = pending[index]
+                    owner._completed(position, status)
+                delay = 0.0
+        finally:
+            _release(mine)
+        if request not in mine and not request.done:  # another thread advances it: poll
+            time.sleep(delay)
+            delay = min(2 * delay + 1e-6, 1e-3)
+
+
+def _claim() -> list[Request]:
+    now = time.monotonic()
+    with _lock:
+        mine = [r for r in _outstanding if not r._claimed]
+        for r in mine:
+            r._claimed, r._asked = True, now
+    return mine
+
+
+def _release_one(request: Request) -> None:
+    with _lock:
+        request._claimed = False
+        if request.done:
+            _outstanding.remove(request)
+
+
+def _release(mine: list[Request]) -> None:
+    with _lock:
+        for r in mine:
+            r._claimed = False
+        if any(r.done for r in mine):  # finished ones go; another thread's claimed ones it drops
+            _outstanding[:] = [r for r in _outstanding if r._claimed or not r.done]
+
+
+def finish_at_exit() -> None:
+    """Finish what is in flight, then pass a barrier on every communicator mpicoll used.
+
+    Skipped after an uncaught exception (``sys.last_value``): the other ranks may never come.
+    """
+    if hasattr(sys, "last_value") or MPI.Is_finalized() or not MPI.Is_initialized():
+        return
+    for request in outstanding():
+        wait(request)
+    from . import context
+    barriers = [ctx.comm.Ibarrier() for ctx in context.live()]
+    if barriers:
+        with watchdog.blocked(lambda: "the barrier at exit (the other ranks' collectives)"):
+            MPI.Request.Waitall(barriers)
+
+
+atexit.register(finish_at_exit)

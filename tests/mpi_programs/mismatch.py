@@ -1,0 +1,49 @@
+"""Ranks disagree on one argument of an allreduce; every rank must raise MismatchError.
+
+Run under plain ``python`` (not ``-m mpi4py``): a rank that raised while the others wait would
+hang the job. ``python mismatch.py CASE [--after] [--blind-tags]``: with ``--after`` the
+mismatched call comes after an agreed one of the same kind on every rank, so only
+MPICOLL_CHECK=1 catches it; ``--blind-tags`` skips every check and keeps the fingerprint out of
+the tags (as a hash collision would), so mismatched messages meet.
+"""
+
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import mpicoll
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+case = sys.argv[1]
+odd = rank == comm.Get_size() - 1  # the last rank disagrees
+
+args = {"count": 1000, "dtype": "f4", "algorithm": "ring", "codec": None}
+if case == "count":
+    mine = dict(args, count=1001 if odd else 1000)
+elif case == "dtype":
+    mine = dict(args, dtype="f8" if odd else "f4")
+elif case == "algorithm":
+    mine = dict(args, algorithm="tree" if odd else "ring")
+elif case.startswith("codec-"):  # codec-int8-fp16: the last rank uses the second
+    first, second = case.split("-")[1:]
+    args["codec"] = None if first == "none" else first
+    theirs = second if odd else first
+    mine = dict(args, codec=None if theirs == "none" else theirs)
+else:
+    raise SystemExit(f"unknown case {case}")
+
+if "--blind-tags" in sys.argv:
+    mpicoll.context.Context.verified = lambda self, kind: 0  # every kind "checked", hash 0
+
+if "--after" in sys.argv:  # the agreed kind first, so the mismatched call is not a first call
+    mpicoll.allreduce(np.ones(args["count"], args["dtype"]), algorithm=args["algorithm"],
+                      codec=args["codec"])
+x = np.ones(mine["count"], mine["dtype"])
+try:
+    y = mpicoll.allreduce(x, algorithm=mine["algorithm"], codec=mine["codec"])
+except mpicoll.MismatchError as error:
+    print(f"rank {rank} raised MismatchError: {error}", flush=True)
+else:
+    print(f"rank {rank} RETURNED DATA {y[:3]}", flush=True)

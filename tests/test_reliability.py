@@ -1,0 +1,91 @@
+"""Never hang, never return wrong bits: each finding of issue 11 as a real multi-rank run.
+
+Every launch has a timeout far below anything a user would wait (30-90 s), and the watchdog is
+off unless a test is about it, so a hang shows up as a failed test, not as a watchdog abort.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, mpi_env, mpiexec_path
+
+PROGRAMS = ROOT / "tests" / "mpi_programs"
+
+
+def launch(nprocs: int, *argv: str, env: dict | None = None, timeout: float = 60,
+           mpi4py: bool = False) -> tuple[int, str]:
+    """Run ``python [-m mpi4py] ARGV`` on ``nprocs`` ranks; (exit code, output). Plain python
+    by default: a rank that raised while the others waited would then hang the job."""
+    cmd = [mpiexec_path(), "-n", str(nprocs), sys.executable,
+           *(["-m", "mpi4py"] if mpi4py else []), *argv]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=mpi_env(env, timeout), capture_output=True,
+                              text=True, timeout=timeout + 15)
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"hung: {' '.join(cmd)}\n{hung.stdout}")
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+def test_cases(run_cases, nprocs):
+    """Any completion order, threads, error feedback after NaN (tests/mpi/reliability_cases.py)."""
+    run_cases("tests/mpi/reliability_cases.py", nprocs, timeout=90)
+
+
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+@pytest.mark.parametrize("algorithm", ["ring", "tree"])
+def test_polling_with_test_then_exit(nprocs, algorithm):
+    """100 requests driven by test() only, then exit: a rank whose requests were all done went
+    into MPI_Finalize, stopped progressing what its neighbour still needed, and the job hung
+    (7 runs in 9). Three runs each."""
+    for _ in range(3):
+        code, out = launch(nprocs, str(PROGRAMS / "poll_then_exit.py"), algorithm, timeout=30)
+        assert code == 0 and out.count("done") == nprocs, out
+
+
+MISMATCHES = ["count", "dtype", "algorithm", "codec-int8-fp16", "codec-int8-none",
+              "codec-none-int8", "codec-int8-topk"]
+
+
+@pytest.mark.parametrize("case", MISMATCHES)
+def test_mismatched_arguments_raise_on_every_rank(case):
+    """One rank disagrees; every rank raises MismatchError naming the field, no rank returns
+    data, within seconds, under plain python (nothing aborts the job for us)."""
+    nprocs = 2 + MISMATCHES.index(case) % 3  # 2, 3 and 4 ranks in turn
+    code, out = launch(nprocs, str(PROGRAMS / "mismatch.py"), case, timeout=30)
+    field = case.split("-")[0]
+    assert code == 0, out
+    assert out.count("raised MismatchError") == nprocs and "RETURNED DATA" not in out, out
+    assert f"  {field}: " in out, out
+
+
+def test_a_mismatch_after_agreed_calls_is_caught_with_check_on_every_call():
+    """The same kind agreed first, then one rank changes count: only MPICOLL_CHECK=1 compares
+    that call, and then every rank raises."""
+    code, out = launch(3, str(PROGRAMS / "mismatch.py"), "count", "--after",
+                       env={"MPICOLL_CHECK": "1"}, timeout=30)
+    assert code == 0 and out.count("raised MismatchError") == 3, out
+
+
+def test_watchdog_turns_a_hang_into_a_report_and_an_abort():
+    """Without the per-call check that mismatch stalls (its messages carry another kind's tag,
+    so nothing matches wrongly); MPICOLL_TIMEOUT=3 names the collective and aborts the job."""
+    code, out = launch(3, str(PROGRAMS / "mismatch.py"), "count", "--after",
+                       env={"MPICOLL_TIMEOUT": "3"}, timeout=40)
+    assert code != 0 and "mpicoll watchdog: rank" in out, out
+    assert "no round finished" in out or "fingerprint check" in out, out
+    assert "RETURNED DATA" not in out, out
+
+
+def test_a_truncated_message_is_named():
+    """With the fingerprint kept out of the tags (a hash collision, forced), a larger message
+    reaches a smaller receive: the receiving rank raises MismatchError naming round and peer,
+    instead of MPI's opaque error; -m mpi4py then ends the job."""
+    code, out = launch(2, str(PROGRAMS / "mismatch.py"), "count", "--after", "--blind-tags",
+                       timeout=30, mpi4py=True)
+    assert code != 0 and "did not match its receive in round" in out, out
+    assert "RETURNED DATA" not in out, out
