@@ -2,11 +2,17 @@
 
     mpiexec -n 2 python benchmarks/check_cost.py [--sizes 8,65536,1048576] [--reps 41]
 
-For each size, one repetition times a batch of calls three ways, in a rotating order, each after
-a barrier: native ``MPI_Allreduce``; ``mpicoll.allreduce`` as by default (the kind verified
-once, so later calls only look it up); and with ``MPICOLL_CHECK=1`` (one small native
-allreduce compares the fingerprint before every call). A sample is the slowest rank's time per
-call; the figures are medians over repetitions of per-repetition ratios.
+For each size, one repetition times a batch of calls of each method, in a rotating order, each
+after a barrier; a sample is the slowest rank's time per call; figures are medians over
+repetitions, ratios medians of per-repetition ratios. Methods:
+
+- ``native``: ``MPI_Allreduce``;
+- ``hit``: ``mpicoll.allreduce`` as by default, the kind verified once, so a call only looks it
+  up (what every call but the first of a kind pays);
+- ``bare``: the same with the lookup taken out (the check's cost on a hit is hit − bare);
+- ``miss``: the fingerprint compared before every call, as the first call of each kind does
+  (its cost is miss − hit);
+- ``all``: ``MPICOLL_CHECK=1``: compared before every call, and every message's size checked.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import check
+from mpicoll import check, context
+
+METHODS = ("native", "hit", "bare", "miss", "all")
 
 
 def main() -> None:
@@ -32,25 +40,30 @@ def main() -> None:
         print(f"# {comm.Get_size()} ranks, {MPI.Get_library_version().splitlines()[0].strip()}; "
               f"float32 sum, algorithm {args.algorithm}; medians of {args.reps} interleaved "
               "repetitions")
-        print(f"{'size(B)':>10} {'native(us)':>11} {'default(us)':>12} {'check(us)':>10} "
-              f"{'default/native':>15} {'check/default':>14}")
+        print(f"{'size(B)':>10}" + "".join(f"{m + '(us)':>9}" for m in METHODS)
+              + "".join(f"{r:>10}" for r in ("hit/nat", "hit/bare", "miss/hit", "all/hit")))
     for nbytes in map(int, args.sizes.split(",")):
         x = np.ones(max(1, nbytes // 4), np.float32)
         y = np.empty_like(x)
         batch = max(1, min(200, int(2e-3 / max(1e-6, 2e-10 * nbytes + 5e-6))))
 
+        begin = context.Context.begin
+
+        def lookup_free(self, request, kind):  # a hit without the lookup
+            return begin(self, request, kind)[0], 0
+
         def native() -> None:
             comm.Allreduce(x, y)
 
-        def default() -> None:
-            check._every_call = False
-            mpicoll.allreduce(x, y, algorithm=args.algorithm)
+        def mode(every: bool, sizes: bool, lookup: bool = True):
+            def call() -> None:
+                check._every_call, check.every_call = every, sizes
+                context.Context.begin = begin if lookup else lookup_free
+                mpicoll.allreduce(x, y, algorithm=args.algorithm)
+            return call
 
-        def checked() -> None:
-            check._every_call = True
-            mpicoll.allreduce(x, y, algorithm=args.algorithm)
-
-        methods = [native, default, checked]
+        methods = [native, mode(False, False), mode(False, False, lookup=False),
+                   mode(True, False), mode(True, True)]
         for method in methods:  # warm-up: plans built, the kind verified
             for _ in range(3):
                 method()
@@ -65,11 +78,12 @@ def main() -> None:
                 samples[i, rep] = (time.perf_counter() - t0) / batch
         comm.Allreduce(MPI.IN_PLACE, samples, op=MPI.MAX)
         check.refresh()
+        context.Context.begin = begin
         if comm.Get_rank() == 0:
-            t_native, t_default, t_check = np.median(samples, axis=1) * 1e6
-            print(f"{x.nbytes:>10} {t_native:>11.1f} {t_default:>12.1f} {t_check:>10.1f} "
-                  f"{np.median(samples[1] / samples[0]):>15.3f} "
-                  f"{np.median(samples[2] / samples[1]):>14.3f}", flush=True)
+            times = np.median(samples, axis=1) * 1e6
+            ratios = [np.median(samples[a] / samples[b]) for a, b in ((1, 0), (1, 2), (3, 1), (4, 1))]
+            print(f"{x.nbytes:>10}" + "".join(f"{t:>9.1f}" for t in times)
+                  + "".join(f"{r:>10.3f}" for r in ratios), flush=True)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any, TypeAlias, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, check, codecs, context, inflight, ops, timing, transport, watchdog
+from . import _env, check, codecs, context, inflight, ops, timing, transport
 from . import algorithm as algorithms_
 from ._array import MIXED, Array, address, array_module, writeable
 from .algorithm import Algorithm, Call, Options, registry, select
@@ -70,13 +70,12 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
             spec if inner is None else f"{spec}({_params(inner)})")
     request = Request(recv, chosen.name, spec, path.name,
                       describe=lambda: f"collective #{number}: {check.say(kind)}")
-    ctx.start(request)  # ConcurrentUseError when another thread's are in flight on comm
-    number = ctx.next_call()
-    bits = ctx.verified(kind)
-    if bits is None or check.check_every_call():
-        check.verify(ctx, number, kind)
-        bits = check.tag_bits(kind)
-        ctx.remember(kind, bits)
+    number, known = ctx.begin(request, kind)  # ConcurrentUseError: another thread's in flight
+    bits = check.tag_bits(kind) if known is None else known
+    if known is None or check.check_every_call():
+        check.verify(ctx, number, kind, bits)
+        if known is None:
+            ctx.remember(kind, bits)
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op_.name,
@@ -89,7 +88,6 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
                 feedback, record, path, ctx.next_tags(chosen.tags, bits))
     request.run(chosen.start(call))
     inflight.add(request)  # and post its first round now
-    watchdog.ensure_started()
     return request
 
 

@@ -1,10 +1,12 @@
 """Collective fingerprints: ranks agree on what they are about to run before any data moves.
 
 A collective is described by its sequence number on the communicator, count, dtype, op, the
-algorithm that will run and the codec with its parameters. Ranks compare these in one small
-native allreduce (MIN over the fields and their negations: equal everywhere iff min == max, as
-MPICH's ``MPIX_EQUAL`` does), and on a difference **every** rank raises :class:`MismatchError`
-naming the fields and the ranks (PyTorch's ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` does the same).
+algorithm that will run and the codec with its parameters. Ranks compare the sequence number
+and a 32-bit hash of the rest in one small native allreduce (MIN over the values and their
+negations: equal everywhere iff min == max, as MPICH's ``MPIX_EQUAL`` does), and on a
+difference **every** rank raises :class:`MismatchError` naming the fields that differ and the
+ranks (an allgather of the fingerprints, on the error path only; PyTorch's
+``TORCH_DISTRIBUTED_DEBUG=DETAIL`` does the same).
 
 When: every call with ``MPICOLL_CHECK=1``; otherwise the first call of each kind on a
 communicator — a kind that every rank has already verified is not checked again. That decision
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from array import array
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +37,7 @@ __all__ = ["MismatchError", "CHECK_ENV", "verify", "check_every_call", "refresh"
 CHECK_ENV = "MPICOLL_CHECK"
 FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec")
 _every_call: bool | None = None
+every_call = False  # what check_every_call() found: read by the engine without a call
 
 
 class MismatchError(ValueError):
@@ -42,12 +46,12 @@ class MismatchError(ValueError):
 
 def check_every_call() -> bool:
     """``MPICOLL_CHECK=1``: read once, at the first collective (:func:`refresh` reads it again)."""
-    global _every_call
+    global _every_call, every_call
     if _every_call is None:
         value = os.environ.get(CHECK_ENV, "0")
         if value not in ("0", "1"):
             raise ValueError(f"{CHECK_ENV}={value!r}: expected 0 or 1")
-        _every_call = value == "1"
+        _every_call = every_call = value == "1"
     return _every_call
 
 
@@ -63,14 +67,16 @@ def tag_bits(kind: tuple) -> int:
     return zlib.crc32(repr(kind).encode())
 
 
-def verify(ctx: Context, call: int, kind: tuple) -> None:
-    """Raise MismatchError on every rank unless all ranks of ``ctx`` run the same ``kind`` as
-    their ``call``-th collective. Collective: every rank must call it for the same call."""
-    values = np.array([call, kind[0], *(tag_bits((v,)) for v in kind[1:])], np.int64)
-    both = np.concatenate([values, -values])
-    with watchdog.blocked(lambda: f"the fingerprint check of collective #{call} ({say(kind)})"):
+def verify(ctx: Context, call: int, kind: tuple, bits: int) -> None:
+    """Raise MismatchError on every rank unless all ranks of ``ctx`` run the same ``kind`` (whose
+    :func:`tag_bits` are ``bits``) as their ``call``-th collective. Collective: every rank must
+    call it for the same call. Cheap: one native allreduce of four integers."""
+    if ctx.size == 1:
+        return  # nobody to disagree with
+    both = array("q", (call, bits, -call, -bits))
+    with watchdog.Blocked(lambda: f"the fingerprint check of collective #{call} ({say(kind)})"):
         ctx.comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
-    if np.array_equal(both[:len(values)], -both[len(values):]):
+    if both[0] == -both[2] and both[1] == -both[3]:  # min == max: the same everywhere
         return
     every = ctx.comm.allgather((call, *kind))  # everyone knows it differs: say how, everywhere
     raise MismatchError(_explain(every))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mpi4py import MPI
 
-from . import topology
+from . import topology, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .schedule import Schedule
@@ -39,20 +39,19 @@ class CachedPlan:
         self.schedule = schedule
         self.staging: Any = None
         self._spare: list[tuple[Any, Any]] = []
-        self._lock = threading.Lock()
 
     def take_scratch(self, dtype: np.dtype, xp: Any = np) -> tuple[Any, Any]:
         """(tmp, wire) in array module ``xp`` for one execution; several in flight at once each
         get their own."""
-        with self._lock:  # a progress thread may give scratch back while a call takes some
-            for i, (tmp, wire) in enumerate(self._spare):
-                if tmp.dtype == dtype and isinstance(tmp, xp.ndarray):
-                    return self._spare.pop(i)
+        # No lock: one thread starts collectives on a communicator (ConcurrentUseError), and a
+        # progress thread giving scratch back only appends, which leaves the index valid.
+        for i, (tmp, wire) in enumerate(self._spare):
+            if tmp.dtype == dtype and isinstance(tmp, xp.ndarray):
+                return self._spare.pop(i)
         return xp.empty(self.schedule.tmp_count, dtype), xp.empty(self.schedule.wire_nbytes, np.uint8)
 
     def give_back(self, scratch: tuple[Any, Any]) -> None:
-        with self._lock:
-            self._spare.append(scratch)
+        self._spare.append(scratch)
 
 
 class ConcurrentUseError(RuntimeError):
@@ -76,6 +75,7 @@ class Context:
         self._owner: int | None = None   # the thread that started the last collective
         self._started: list[Request] = []  # its requests, some maybe still in flight
         _LIVE.add(self)
+        watchdog.ensure_started()  # MPICOLL_TIMEOUT: read with the first communicator
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
         # duplicates and splits), and guarantees it is at least 32767. Its low SEQUENCE_BITS
         # count tags; the bits above carry a hash of the collective's fingerprint, if room.
@@ -95,22 +95,33 @@ class Context:
         """
         config = None if codec is None else tuple(sorted(codec.get_config().items()))
         key = (algorithm.name, count, options, config, feedback, average)
-        plan = self._plans.get(key)
-        if plan is None:
-            frames = None if codec is None else Frames(codec, np.dtype(options.dtype))
-            schedule = build_schedule(algorithm, self.layout, count, options, frames, feedback,
-                                      average)
-            plan = self._plans[key] = CachedPlan(schedule)
-            if len(self._plans) > MAX_PLANS:
-                self._plans.popitem(last=False)
-        else:
-            self._plans.move_to_end(key)
+        with self._lock:  # a later stage may be planned from a progress thread (sparse fallback)
+            plan = self._plans.get(key)
+            if plan is None:
+                frames = None if codec is None else Frames(codec, np.dtype(options.dtype))
+                schedule = build_schedule(algorithm, self.layout, count, options, frames,
+                                          feedback, average)
+                plan = self._plans[key] = CachedPlan(schedule)
+                if len(self._plans) > MAX_PLANS:
+                    self._plans.popitem(last=False)
+            else:
+                self._plans.move_to_end(key)
         return plan
 
-    def start(self, request: Request) -> None:
-        """Note a collective started by this thread; ConcurrentUseError if another thread's are
-        still in flight on this communicator."""
+    def begin(self, request: Request, kind: tuple) -> tuple[int, int | None]:
+        """Start a collective of ``kind`` from this thread: its number on the communicator (the
+        same on every rank) and, if every rank has checked this kind already, its tag hash.
+
+        ConcurrentUseError if another thread's collectives are still in flight here.
+        """
         me = threading.get_ident()
+        if me == self._owner and len(self._started) < 64:
+            self._started.append(request)  # the usual case, no lock (appending is atomic)
+        else:
+            self._start_from(me, request)
+        return next(self._calls), self._verified.get(kind)
+
+    def _start_from(self, me: int, request: Request) -> None:
         with self._lock:
             if me != self._owner:
                 busy = [r for r in self._started if not r.done]
@@ -124,14 +135,6 @@ class Context:
             elif len(self._started) >= 64:
                 self._started = [r for r in self._started if not r.done]
             self._started.append(request)
-
-    def next_call(self) -> int:
-        """The number of this collective on the communicator (the same on every rank)."""
-        return next(self._calls)
-
-    def verified(self, kind: tuple) -> int | None:
-        """The tag hash of a kind of collective every rank has checked, else None."""
-        return self._verified.get(kind)
 
     def remember(self, kind: tuple, bits: int) -> None:
         """Every rank checked ``kind``: later calls of it skip the check. Forgetting them all

@@ -35,20 +35,21 @@ if TYPE_CHECKING:
 
 __all__ = ["add", "progress", "wait", "outstanding", "finish_at_exit"]
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # taken to claim requests; appending and removing are atomic alone
 _outstanding: list[Request] = []  # in start order
 
 
 def add(request: Request) -> None:
     """Take a started collective into the engine and post its first round (only its own:
     starting many buckets must not cost a pass over all of them each)."""
-    request._claimed = True
-    with _lock:
-        _outstanding.append(request)
+    request._claimed = True  # before anyone can see it
+    _outstanding.append(request)
     try:
         request._advance()
     finally:
-        _release_one(request)
+        request._claimed = False
+        if request._current is None:  # done already (one rank, or it all arrived)
+            _drop(request)
 
 
 def outstanding() -> list[Request]:
@@ -125,18 +126,23 @@ def _claim() -> list[Request]:
 
 
 def _release_one(request: Request) -> None:
-    with _lock:
-        request._claimed = False
-        if request.done:
-            _outstanding.remove(request)
+    request._claimed = False
+    if request.done:
+        _drop(request)
 
 
 def _release(mine: list[Request]) -> None:
-    with _lock:
-        for r in mine:
-            r._claimed = False
-        if any(r.done for r in mine):  # finished ones go; another thread's claimed ones it drops
-            _outstanding[:] = [r for r in _outstanding if r._claimed or not r.done]
+    for r in mine:
+        r._claimed = False
+        if r.done:
+            _drop(r)
+
+
+def _drop(request: Request) -> None:
+    try:
+        _outstanding.remove(request)
+    except ValueError:  # another thread that saw it finished dropped it first
+        pass
 
 
 def finish_at_exit() -> None:
@@ -151,7 +157,7 @@ def finish_at_exit() -> None:
     from . import context
     barriers = [ctx.comm.Ibarrier() for ctx in context.live()]
     if barriers:
-        with watchdog.blocked(lambda: "the barrier at exit (the other ranks' collectives)"):
+        with watchdog.Blocked(lambda: "the barrier at exit (the other ranks' collectives)"):
             MPI.Request.Waitall(barriers)
 
 

@@ -17,12 +17,11 @@ import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 from mpi4py import MPI
 
-__all__ = ["TIMEOUT_ENV", "ABORT_CODE", "timeout", "refresh", "ensure_started", "blocked"]
+__all__ = ["TIMEOUT_ENV", "ABORT_CODE", "timeout", "refresh", "ensure_started", "Blocked"]
 
 TIMEOUT_ENV = "MPICOLL_TIMEOUT"
 ABORT_CODE = 70
@@ -61,15 +60,22 @@ def ensure_started() -> None:
         _thread.start()
 
 
-@contextmanager
-def blocked(what: Callable[[], str]) -> Iterator[None]:
-    """Mark this thread as blocked in ``what()`` (a blocking MPI call of mpicoll's own)."""
-    key = threading.get_ident()
-    _blocked[key] = (time.monotonic(), what)
-    try:
-        yield
-    finally:
-        _blocked.pop(key, None)
+class Blocked:
+    """``with Blocked(what):`` marks this thread as blocked in ``what()`` (a blocking MPI call of
+    mpicoll's own) for the watchdog; nothing at all when the watchdog is off."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: Callable[[], str]):
+        self.what = what
+
+    def __enter__(self) -> None:
+        if _thread is not None:
+            _blocked[threading.get_ident()] = (time.monotonic(), self.what)
+
+    def __exit__(self, *exc: object) -> None:
+        if _thread is not None:
+            _blocked.pop(threading.get_ident(), None)
 
 
 def _watch(limit: float) -> None:

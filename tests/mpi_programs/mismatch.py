@@ -35,7 +35,8 @@ else:
     raise SystemExit(f"unknown case {case}")
 
 if "--blind-tags" in sys.argv:
-    mpicoll.context.Context.verified = lambda self, kind: 0  # every kind "checked", hash 0
+    begin = mpicoll.context.Context.begin
+    mpicoll.context.Context.begin = lambda self, request, kind: (begin(self, request, kind)[0], 0)
 
 if "--after" in sys.argv:  # the agreed kind first, so the mismatched call is not a first call
     mpicoll.allreduce(np.ones(args["count"], args["dtype"]), algorithm=args["algorithm"],
