@@ -69,8 +69,8 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
     kind = (send.size, send.dtype, op_.name, chosen.name,
             spec if inner is None else f"{spec}({_params(inner)})")
     request = Request(recv, chosen.name, spec, path.name,
-                      describe=lambda: f"collective #{number}: {check.say(kind)}")
-    number, known = ctx.begin(request, kind)  # ConcurrentUseError: another thread's in flight
+                      describe=lambda: f"collective #{number}: {check.say(kind)}", context=ctx)
+    number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
     bits = check.tag_bits(kind) if known is None else known
     if known is None or check.check_every_call():
         check.verify(ctx, number, kind, bits)

@@ -11,7 +11,7 @@ import itertools
 import threading
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -21,8 +21,6 @@ from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .schedule import Schedule
 
-if TYPE_CHECKING:
-    from .request import Request
 
 __all__ = ["Context", "CachedPlan", "ConcurrentUseError", "of", "live"]
 
@@ -73,7 +71,6 @@ class Context:
         self._tags = itertools.count()   # message tags taken (a collective takes one per stage)
         self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
         self._owner: int | None = None   # the thread that started the last collective
-        self._started: list[Request] = []  # its requests, some maybe still in flight
         _LIVE.add(self)
         watchdog.ensure_started()  # MPICOLL_TIMEOUT: read with the first communicator
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
@@ -108,33 +105,30 @@ class Context:
                 self._plans.move_to_end(key)
         return plan
 
-    def begin(self, request: Request, kind: tuple) -> tuple[int, int | None]:
+    def begin(self, kind: tuple) -> tuple[int, int | None]:
         """Start a collective of ``kind`` from this thread: its number on the communicator (the
         same on every rank) and, if every rank has checked this kind already, its tag hash.
 
-        ConcurrentUseError if another thread's collectives are still in flight here.
+        ConcurrentUseError if another thread's collectives are still in flight here. Nothing is
+        kept per call: the engine's list of collectives in flight is looked at only when the
+        thread changes.
         """
         me = threading.get_ident()
-        if me == self._owner and len(self._started) < 64:
-            self._started.append(request)  # the usual case, no lock (appending is atomic)
-        else:
-            self._start_from(me, request)
+        if me != self._owner:
+            self._switch_thread(me)
         return next(self._calls), self._verified.get(kind)
 
-    def _start_from(self, me: int, request: Request) -> None:
+    def _switch_thread(self, me: int) -> None:
+        from . import inflight  # the engine imports the requests, which import this module
         with self._lock:
-            if me != self._owner:
-                busy = [r for r in self._started if not r.done]
-                if busy:
-                    raise ConcurrentUseError(
-                        f"two threads use one communicator at once: thread {me} starts a "
-                        f"collective while {len(busy)} of thread {self._owner}'s are in flight "
-                        "(first: " + busy[0].describe() + "). Give each thread its own "
-                        "communicator (comm.Dup()), or start collectives from one thread")
-                self._owner, self._started = me, []
-            elif len(self._started) >= 64:
-                self._started = [r for r in self._started if not r.done]
-            self._started.append(request)
+            busy = [r for r in inflight.outstanding() if r.context is self and not r.done]
+            if busy:
+                raise ConcurrentUseError(
+                    f"two threads use one communicator at once: thread {me} starts a "
+                    f"collective while {len(busy)} of thread {self._owner}'s are in flight "
+                    "(first: " + busy[0].describe() + "). Give each thread its own "
+                    "communicator (comm.Dup()), or start collectives from one thread")
+            self._owner = me
 
     def remember(self, kind: tuple, bits: int) -> None:
         """Every rank checked ``kind``: later calls of it skip the check. Forgetting them all

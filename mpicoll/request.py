@@ -30,12 +30,14 @@ class Request:
     """
 
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
-                 record: Record | None = None, describe: Callable[[], str] | None = None):
+                 record: Record | None = None, describe: Callable[[], str] | None = None,
+                 context: object = None):
         self._stages: Iterator[Execution | Ran] = iter(())
         self._current: Execution | None = None
         self._result = result
         self._record = record
         self._describe = describe
+        self.context = context  # the communicator's mpicoll context it runs on
         self._claimed = False  # advanced by a thread right now (see mpicoll.inflight)
         self._error: BaseException | None = None  # what stopped it, raised again on test/wait
         self._waiting = False  # a thread blocks in wait() on it (for the watchdog)
