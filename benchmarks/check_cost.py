@@ -55,15 +55,18 @@ def main() -> None:
         def native() -> None:
             comm.Allreduce(x, y)
 
-        def mode(every: bool, sizes: bool, lookup: bool = True):
+        ctx = context.of(comm)
+
+        def mode(every: bool = False, miss: bool = False, lookup: bool = True):
             def call() -> None:
-                check._every_call, check.every_call = every, sizes
+                check.every_call = every
                 context.Context.begin = begin if lookup else lookup_free
+                if miss:
+                    ctx._verified.clear()  # as on the first call of a kind
                 mpicoll.allreduce(x, y, algorithm=args.algorithm)
             return call
 
-        methods = [native, mode(False, False), mode(False, False, lookup=False),
-                   mode(True, False), mode(True, True)]
+        methods = [native, mode(), mode(lookup=False), mode(miss=True), mode(every=True)]
         for method in methods:  # warm-up: plans built, the kind verified
             for _ in range(3):
                 method()

@@ -68,11 +68,11 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
     # kind (every call with MPICOLL_CHECK=1), and hashed into every message tag.
     kind = (send.size, send.dtype, op_.name, chosen.name,
             spec if inner is None else f"{spec}({_params(inner)})")
-    request = Request(recv, chosen.name, spec, path.name,
-                      describe=lambda: f"collective #{number}: {check.say(kind)}", context=ctx)
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
+    request = Request(recv, chosen.name, spec, path.name, kind=kind, context=ctx)
+    request.number = number
     bits = check.tag_bits(kind) if known is None else known
-    if known is None or check.check_every_call():
+    if known is None or check.every_call:
         check.verify(ctx, number, kind, bits)
         if known is None:
             ctx.remember(kind, bits)

@@ -32,33 +32,32 @@ from . import watchdog
 if TYPE_CHECKING:
     from .context import Context
 
-__all__ = ["MismatchError", "CHECK_ENV", "verify", "check_every_call", "refresh", "tag_bits", "say"]
+__all__ = ["MismatchError", "CHECK_ENV", "every_call", "verify", "refresh", "tag_bits", "say"]
 
 CHECK_ENV = "MPICOLL_CHECK"
 FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec")
-_every_call: bool | None = None
-every_call = False  # what check_every_call() found: read by the engine without a call
 
 
 class MismatchError(ValueError):
     """Ranks disagree on a collective's arguments; raised on every rank, before data moves."""
 
 
-def check_every_call() -> bool:
-    """``MPICOLL_CHECK=1``: read once, at the first collective (:func:`refresh` reads it again)."""
-    global _every_call, every_call
-    if _every_call is None:
-        value = os.environ.get(CHECK_ENV, "0")
-        if value not in ("0", "1"):
-            raise ValueError(f"{CHECK_ENV}={value!r}: expected 0 or 1")
-        _every_call = every_call = value == "1"
-    return _every_call
+def _read() -> bool:
+    value = os.environ.get(CHECK_ENV, "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"{CHECK_ENV}={value!r}: expected 0 or 1")
+    return value == "1"
+
+
+every_call = _read()
+"""``MPICOLL_CHECK=1``: compare every call (and check every message's size); read when mpicoll is
+imported, again by :func:`refresh`. An attribute, not a call: it is read on every collective."""
 
 
 def refresh() -> None:
-    """Read ``MPICOLL_CHECK`` again at the next collective."""
-    global _every_call
-    _every_call = None
+    """Read ``MPICOLL_CHECK`` again."""
+    global every_call
+    every_call = _read()
 
 
 def tag_bits(kind: tuple) -> int:

@@ -8,6 +8,7 @@ from mpi4py import MPI
 
 from . import inflight
 from ._array import Array
+from .check import say
 from .engine import Execution
 from .timing import Record
 
@@ -29,15 +30,19 @@ class Request:
     compute, or from a thread.
     """
 
+    __slots__ = ("_stages", "_current", "_result", "_record", "_kind", "number", "context",
+                 "_claimed", "_waiting", "_asked", "_error", "algorithm", "codec", "transport")
+
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
-                 record: Record | None = None, describe: Callable[[], str] | None = None,
+                 record: Record | None = None, kind: tuple | None = None,
                  context: object = None):
         self._stages: Iterator[Execution | Ran] = iter(())
         self._current: Execution | None = None
         self._result = result
         self._record = record
-        self._describe = describe
-        self.context = context  # the communicator's mpicoll context it runs on
+        self._kind = kind        # the fingerprint (count, dtype, op, algorithm, codec), for reports
+        self.number = -1         # the collective's number on its communicator
+        self.context = context   # the communicator's mpicoll context it runs on
         self._claimed = False  # advanced by a thread right now (see mpicoll.inflight)
         self._error: BaseException | None = None  # what stopped it, raised again on test/wait
         self._waiting = False  # a thread blocks in wait() on it (for the watchdog)
@@ -84,7 +89,8 @@ class Request:
 
     def describe(self) -> str:
         """What this collective is and where it stands, for error reports and the watchdog."""
-        head = self._describe() if self._describe is not None else f"allreduce ({self.algorithm})"
+        head = f"allreduce ({self.algorithm})" if self._kind is None else \
+            f"collective #{self.number}: {say(self._kind)}"
         return head if self._current is None else f"{head}, {self._current.where()}"
 
     # ---- for mpicoll.inflight: called by the one thread that has claimed this request
@@ -136,6 +142,8 @@ class Request:
 
 
 class _Then(Request):
+    __slots__ = ("_parent", "_fn", "_done", "_value")
+
     def __init__(self, parent: Request, fn: Callable[[Any], Any]):
         self._parent, self._fn, self._done, self._value = parent, fn, False, None
         self.algorithm, self.codec, self.transport = parent.algorithm, parent.codec, parent.transport
