@@ -63,7 +63,8 @@ def refresh() -> None:
 def tag_bits(kind: tuple) -> int:
     """A stable hash of a fingerprint ``(count, dtype, op, algorithm, codec)``, for message tags
     and the check (the same on every rank and run)."""
-    return zlib.crc32(repr(kind).encode())
+    count, dtype, op, algorithm, codec = kind
+    return zlib.crc32(f"{count}|{dtype.str}|{op}|{algorithm}|{codec}".encode())
 
 
 def verify(ctx: Context, call: int, kind: tuple, bits: int) -> None:
