@@ -69,8 +69,6 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
     kind = (send.size, send.dtype, op_.name, chosen.name,
             spec if inner is None else f"{spec}({_params(inner)})")
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
-    request = Request(recv, chosen.name, spec, path.name, kind=kind, context=ctx)
-    request.number = number
     bits = check.tag_bits(kind) if known is None else known
     if known is None or check.every_call:
         check.verify(ctx, number, kind, bits)
@@ -81,7 +79,7 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op_.name,
         algorithm=chosen.name, codec=spec, dtype=_dtype_name(send.dtype),
         count=send.size, nbytes=send.nbytes, transport=path.name)
-    request.attach(record)
+    request = Request(recv, chosen.name, spec, path.name, record, kind, number, ctx)
     # Tags are taken now, in call order, identical on every rank: a later stage that took its
     # tag when it starts would race with the calls other ranks made meanwhile.
     call = Call(ctx, send.reshape(-1), recv.reshape(-1), op_, _options(send.dtype), inner,
@@ -124,7 +122,7 @@ def _codec_for(codec: CodecArg, dtype: np.dtype, op: ops.Op, asked: Algorithm | 
         raise TypeError(f"codecs compress float16/32/64 arrays, not {dtype}")
     if op.name not in ("sum", "avg"):
         raise ValueError(f"codecs compress sums and averages, not {op.name!r}")
-    kind = _kind(codec)
+    kind = select.codec_kind(codec)
     if asked is not None and not select.accepts(asked, kind):
         able = [a.name for a in algorithms_.registered() if select.accepts(a, kind)]
         raise ValueError(f"{asked.name} does not compress {kind} codecs: use "
@@ -136,14 +134,7 @@ def _resolve(asked: Algorithm | None, nbytes: int, ctx: context.Context,
              codec: AnyCodec | None, op: ops.Op) -> Algorithm:
     if asked is not None and codec is None:
         return asked  # what was asked for, as it was checked
-    return select.resolve(asked, nbytes, ctx.layout, _kind(codec), op.commutative)
-
-
-def _kind(codec: AnyCodec | None) -> str | None:
-    """"dense" (frame size fixed by the count), "sparse", or None without a codec."""
-    if codec is None:
-        return None
-    return "dense" if codec.dense else "sparse"
+    return select.resolve(asked, nbytes, ctx.layout, select.codec_kind(codec), op.commutative)
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,7 +158,7 @@ def _env_codec(dtype: np.dtype, op: ops.Op, asked: Algorithm | None) -> AnyCodec
     if not spec or dtype.kind != "f" or dtype.itemsize > 8 or op.name not in ("sum", "avg"):
         return None
     codec = _parsed_env_codec(spec)
-    if asked is not None and not select.accepts(asked, _kind(codec)):
+    if asked is not None and not select.accepts(asked, select.codec_kind(codec)):
         return None
     return codec
 

@@ -54,23 +54,22 @@ class Settings:
     def methods(self) -> list[tuple[str, str]]:
         """(algorithm, codec) pairs, codec "" for none, each algorithm with the codecs it runs
         (the header names the pairs left out)."""
-        pairs = [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
-        return [(a, c) for a, c in pairs if _runs(a, c)]
+        return [pair for pair in self._pairs() if _runs(*pair)]
 
     @property
     def skipped(self) -> list[tuple[str, str]]:
         """(algorithm, codec) pairs asked for that cannot run."""
-        pairs = [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
-        return [(a, c) for a, c in pairs if not _runs(a, c)]
+        return [pair for pair in self._pairs() if not _runs(*pair)]
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        return [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
 
 
 def _runs(algorithm_name: str, spec: str) -> bool:
     """Whether ``algorithm=algorithm_name`` runs with codec ``spec`` ("" for none)."""
     if algorithm_name not in algorithms_.names():
         return True  # "auto", or unknown: run() refuses the latter with a clear error
-    codec = codecs.parse(spec)
-    return select.accepts(algorithms_.get(algorithm_name),
-                          None if codec is None else "dense" if codec.dense else "sparse")
+    return select.accepts(algorithms_.get(algorithm_name), select.codec_kind(codecs.parse(spec)))
 
 
 def parse_size(text: str) -> int:

@@ -47,9 +47,7 @@ def add(request: Request) -> None:
     try:
         request._advance()
     finally:
-        request._claimed = False
-        if request._current is None:  # done already (one rank, or it all arrived)
-            _drop(request)
+        _release_one(request)  # dropped if done already (one rank, or it all arrived)
 
 
 def outstanding() -> list[Request]:

@@ -34,14 +34,14 @@ class Request:
                  "_claimed", "_waiting", "_asked", "_error", "algorithm", "codec", "transport")
 
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
-                 record: Record | None = None, kind: tuple | None = None,
+                 record: Record | None = None, kind: tuple | None = None, number: int = -1,
                  context: object = None):
         self._stages: Iterator[Execution | Ran] = iter(())
         self._current: Execution | None = None
         self._result = result
         self._record = record
         self._kind = kind        # the fingerprint (count, dtype, op, algorithm, codec), for reports
-        self.number = -1         # the collective's number on its communicator
+        self.number = number     # the collective's number on its communicator
         self.context = context   # the communicator's mpicoll context it runs on
         self._claimed = False  # advanced by a thread right now (see mpicoll.inflight)
         self._error: BaseException | None = None  # what stopped it, raised again on test/wait
@@ -50,10 +50,6 @@ class Request:
         self.algorithm = algorithm
         self.codec = codec
         self.transport = transport
-
-    def attach(self, record: Record | None) -> None:
-        """The timing record to correct if what ran changes on the way."""
-        self._record = record
 
     def run(self, stages: Iterator[Execution | Ran]) -> None:
         """Run the executions of one collective, one after another; a :class:`Ran` at the end,

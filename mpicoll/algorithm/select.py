@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from .. import tune
 from .base import Algorithm, Layout
 from .registry import AUTO, get, registered
 
-__all__ = ["choose", "resolve", "accepts", "TREE_MAX_BYTES"]
+__all__ = ["choose", "resolve", "accepts", "codec_kind", "TREE_MAX_BYTES"]
 
 TREE_MAX_BYTES = 64 * 1024
 """Up to this many bytes the tree's 2⌈lg p⌉ steps beat the ring's 2(p-1); see docs/results.md."""
@@ -27,6 +27,13 @@ def choose(nbytes: int, layout: Layout) -> str:
     if 1 < len(layout.nodes) < layout.size:
         return "hybrid"
     return "ring"
+
+
+def codec_kind(codec: Any) -> str | None:
+    """"dense" (frame size fixed by the count), "sparse", or None without a codec."""
+    if codec is None:
+        return None
+    return "dense" if codec.dense else "sparse"
 
 
 def accepts(algorithm: Algorithm, codec_kind: str | None) -> bool:
