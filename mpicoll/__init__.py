@@ -2,11 +2,13 @@
 
 from . import codecs
 from .api import algorithms_available as algorithms
-from .api import allreduce, choose_algorithm, iallreduce
+from .api import allreduce, allreduce_init, choose_algorithm, iallreduce, reload_environment
 from .check import MismatchError
 from .context import ConcurrentUseError
+from .persistent import PersistentRequest
 from .request import Request, testall, waitall
 
 __version__ = "0.1.0"
-__all__ = ["allreduce", "iallreduce", "algorithms", "choose_algorithm", "codecs", "Request",
-           "waitall", "testall", "MismatchError", "ConcurrentUseError", "__version__"]
+__all__ = ["allreduce", "iallreduce", "allreduce_init", "algorithms", "choose_algorithm", "codecs",
+           "Request", "PersistentRequest", "waitall", "testall", "MismatchError",
+           "ConcurrentUseError", "reload_environment", "__version__"]

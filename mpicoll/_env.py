@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["positive_int"]
+__all__ = ["positive_int", "Settings", "settings", "reload", "ALGORITHM_ENV", "CODEC_ENV",
+           "SEGMENT_ENV", "TUNING_ENV", "DEFAULT_SEGMENT_BYTES"]
+
+ALGORITHM_ENV = "MPICOLL_ALGORITHM"
+CODEC_ENV = "MPICOLL_CODEC"
+SEGMENT_ENV = "MPICOLL_TREE_SEGMENT"
+TUNING_ENV = "MPICOLL_TUNING"
+DEFAULT_SEGMENT_BYTES = 256 * 1024
 
 
 def positive_int(name: str, default: int = 0) -> int:
@@ -20,3 +27,32 @@ def positive_int(name: str, default: int = 0) -> int:
     if number < 1:
         raise ValueError(f"{name}={value!r}: expected a positive integer")
     return number
+
+
+class Settings:
+    """The variables calls consult, read once: a call must not pay ``os.environ`` (a
+    microsecond each). ``mpicoll.reload_environment()`` reads them again."""
+
+    __slots__ = ("algorithm", "codec", "segment_bytes", "tuning")
+
+    def __init__(self) -> None:
+        self.algorithm = os.environ.get(ALGORITHM_ENV, "auto")
+        self.codec = os.environ.get(CODEC_ENV) or None
+        self.segment_bytes = positive_int(SEGMENT_ENV, DEFAULT_SEGMENT_BYTES)
+        self.tuning = os.environ.get(TUNING_ENV) or None
+
+
+_settings: Settings | None = None
+
+
+def settings() -> Settings:
+    """The variables as read at the first call since the last :func:`reload`."""
+    global _settings
+    if _settings is None:
+        _settings = Settings()
+    return _settings
+
+
+def reload() -> None:
+    global _settings
+    _settings = None

@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 import functools
-import os
-from typing import Any, TypeAlias, Union
+from typing import Any, NamedTuple, TypeAlias, Union
 
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, check, codecs, context, inflight, ops, timing, transport
+from . import _env, check, codecs, context, fastpath, inflight, ops, timing, transport, watchdog
 from . import algorithm as algorithms_
 from ._array import MIXED, Array, address, array_module, writeable
-from .algorithm import Algorithm, Call, Options, registry, select
+from .algorithm import Algorithm, Call, Options, native, registry, select
+from .engine import lower
+from .persistent import BoundNative, BoundRounds, PersistentRequest
 from .request import Request
 
-__all__ = ["allreduce", "iallreduce", "choose_algorithm", "algorithms_available", "check_codec"]
+__all__ = ["allreduce", "iallreduce", "allreduce_init", "choose_algorithm",
+           "algorithms_available", "check_codec", "reload_environment"]
 
-ALGORITHM_ENV = "MPICOLL_ALGORITHM"
-CODEC_ENV = "MPICOLL_CODEC"
-SEGMENT_ENV = "MPICOLL_TREE_SEGMENT"
-DEFAULT_SEGMENT_BYTES = 256 * 1024
 AnyCodec: TypeAlias = Union[codecs.Codec, codecs.ErrorFeedback]
 CodecArg: TypeAlias = Union[str, codecs.Codec, codecs.ErrorFeedback, None]
 OpArg: TypeAlias = Union[str, MPI.Op, ops.Op]
+
+
+def reload_environment() -> None:
+    """Read the ``MPICOLL_*`` variables again: calls read them once, at the first call (and
+    ``MPICOLL_TIMEOUT`` when the first communicator is used), not on every call."""
+    _env.reload()
+    check.refresh()
+    watchdog.refresh()
+    fastpath.forget()
 
 
 def algorithms_available() -> tuple[str, ...]:
@@ -44,22 +51,85 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
             (allocated when None); ``recvbuf is sendbuf`` reduces in place.
         op: "sum", "prod", "min", "max", "avg" or the matching ``mpi4py.MPI.Op``.
         algorithm: one of ``algorithms()``; "auto" picks by size and node layout (the
-            ``MPICOLL_ALGORITHM`` environment variable overrides "auto").
+            ``MPICOLL_ALGORITHM`` environment variable overrides "auto"; "native" is the MPI
+            library's own).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
         codec: compress what travels: a name or spec from ``codecs.available()`` ("int8",
             "int8+ef"), a codec from ``codecs.get``, or ``codecs.ErrorFeedback(codec)``.
             Float16/32/64 sums and averages only; ``MPICOLL_CODEC`` sets one when None.
+
+    A call like the previous blocking one (same comm, op, algorithm, no codec, NumPy arrays of
+    the same dtype, shape and strides) takes a fast path: see :mod:`mpicoll.fastpath`.
     """
-    return iallreduce(sendbuf, recvbuf, op=op, algorithm=algorithm, comm=comm, codec=codec).wait()
+    shortcut = fastpath.last
+    if shortcut is not None and codec is None:
+        result = shortcut(sendbuf, recvbuf, op, algorithm, comm)
+        if result is not None:
+            return result
+    request, shortcut = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
+    result = request.wait()
+    if shortcut is not None:
+        fastpath.last = shortcut
+    return result
 
 
 def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                algorithm: str = "auto", comm: MPI.Intracomm | None = None,
                codec: CodecArg = None) -> Request:
     """Start the allreduce ``allreduce`` describes and return a :class:`Request` for it."""
+    return _start(sendbuf, recvbuf, op, algorithm, comm, codec)[0]
+
+
+def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
+                   algorithm: str = "auto", comm: MPI.Intracomm | None = None,
+                   codec: CodecArg = None) -> PersistentRequest:
+    """A persistent allreduce of these buffers (MPI-4's ``MPI_Allreduce_init``): ``start()``,
+    then ``wait()`` or ``test()``, as often as wanted; ``free()`` or a ``with`` block at the end.
+
+    Collective: every rank calls it, and later ``start()``, in the same order. The arguments are
+    those of ``allreduce``; ``sendbuf`` is read and ``recvbuf`` written at every start.
+    """
+    prepared = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec, record=False)
+    send, recv, op_, chosen, ctx, path, call = prepared.send, prepared.recv, prepared.op, \
+        prepared.chosen, prepared.ctx, prepared.path, prepared.call
+    bound: BoundRounds | BoundNative | None = None
+    if prepared.codec is None and path.name == "host":
+        if chosen is native.ALGORITHM:
+            bound = BoundNative(call.send, call.recv, op_, ctx.comm, recv is send)
+        elif chosen.plan is not None:
+            schedule = ctx.cached_plan(chosen, send.size, call.options, None, False,
+                                       op_.average).schedule
+            rounds = lower(schedule)
+            if rounds is not None:
+                tmp = np.empty(schedule.tmp_count, send.dtype)
+                bound = BoundRounds(rounds, (call.send, call.recv, tmp), ctx.comm, call.tags[0],
+                                    op_, schedule)
+    return PersistentRequest(recv, chosen.name, prepared.spec, path.name, prepared.kind,
+                             prepared.number, ctx, bound, lambda: chosen.start(call))
+
+
+class _Prepared(NamedTuple):
+    """A call checked, resolved, numbered, fingerprint-checked and tagged: ready to start."""
+
+    send: Array
+    recv: Array
+    op: ops.Op
+    chosen: Algorithm
+    ctx: context.Context
+    path: transport.Transport
+    codec: AnyCodec | None
+    spec: str
+    kind: tuple
+    number: int
+    bits: int
+    call: Call
+
+
+def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
+             record: bool = True) -> _Prepared:
     send, recv, op_, asked, comm_, codec_ = _checked(sendbuf, recvbuf, op, algorithm, comm, codec)
     ctx = context.of(comm_)
-    chosen = _resolve(asked, send.nbytes, ctx, codec_, op_)
+    chosen = _resolve(asked, send, ctx, codec_, op_)
     path = transport.choose(send)
     inner, feedback = (codec_, None) if not isinstance(codec_, codecs.ErrorFeedback) \
         else (codec_.codec, codec_)
@@ -74,19 +144,33 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
         check.verify(ctx, number, kind, bits)
         if known is None:
             ctx.remember(kind, bits)
-    recorder = timing.active()
-    record = None if recorder is None else recorder.start(
+    recorder = timing.active() if record else None
+    record_ = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op_.name,
         algorithm=chosen.name, codec=spec, dtype=_dtype_name(send.dtype),
         count=send.size, nbytes=send.nbytes, transport=path.name)
-    request = Request(recv, chosen.name, spec, path.name, record, kind, number, ctx)
     # Tags are taken now, in call order, identical on every rank: a later stage that took its
     # tag when it starts would race with the calls other ranks made meanwhile.
     call = Call(ctx, send.reshape(-1), recv.reshape(-1), op_, _options(send.dtype), inner,
-                feedback, record, path, ctx.next_tags(chosen.tags, bits))
-    request.run(chosen.start(call))
+                feedback, record_, path, ctx.next_tags(chosen.tags, bits))
+    return _Prepared(send, recv, op_, chosen, ctx, path, codec_, spec, kind, number, bits, call)
+
+
+def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
+           blocking: bool = False) -> tuple[Request, fastpath.Shortcut | None]:
+    """Start the call; for a ``blocking`` one, also a shortcut for calls like it, if any."""
+    p = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec)
+    request = Request(p.recv, p.chosen.name, p.spec, p.path.name, p.call.record, p.kind,
+                      p.number, p.ctx)
+    request.run(p.chosen.start(p.call))
     inflight.add(request)  # and post its first round now
-    return request
+    shortcut = None
+    if blocking and p.codec is None and p.call.record is None and p.path.name == "host":
+        schedule = None if p.chosen.plan is None else p.ctx.cached_plan(
+            p.chosen, p.send.size, p.call.options, None, False, p.op.average).schedule
+        shortcut = fastpath.Shortcut.make((op, algorithm, comm), sendbuf, p.recv, p.ctx, p.bits,
+                                          p.op, p.chosen, schedule)
+    return request, shortcut
 
 
 def choose_algorithm(sendbuf: Array, *, op: OpArg = "sum", algorithm: str = "auto",
@@ -94,7 +178,7 @@ def choose_algorithm(sendbuf: Array, *, op: OpArg = "sum", algorithm: str = "aut
                      codec: CodecArg = None) -> str:
     """Name the algorithm ``allreduce`` would run for these arguments (collective on first use)."""
     send, _, op_, asked, comm_, codec_ = _checked(sendbuf, None, op, algorithm, comm, codec)
-    return _resolve(asked, send.nbytes, context.of(comm_), codec_, op_).name
+    return _resolve(asked, send, context.of(comm_), codec_, op_).name
 
 
 def check_codec(codec: CodecArg, dtype: np.dtype,
@@ -130,11 +214,13 @@ def _codec_for(codec: CodecArg, dtype: np.dtype, op: ops.Op, asked: Algorithm | 
     return codec
 
 
-def _resolve(asked: Algorithm | None, nbytes: int, ctx: context.Context,
+def _resolve(asked: Algorithm | None, send: Array, ctx: context.Context,
              codec: AnyCodec | None, op: ops.Op) -> Algorithm:
     if asked is not None and codec is None:
         return asked  # what was asked for, as it was checked
-    return select.resolve(asked, nbytes, ctx.layout, select.codec_kind(codec), op.commutative)
+    mpi_can = transport.choose(send).name != "staged" and native.exact(send.dtype)
+    return select.resolve(asked, send.nbytes, ctx.layout, select.codec_kind(codec),
+                          op.commutative, send.dtype.itemsize, mpi_can)
 
 
 @functools.lru_cache(maxsize=None)
@@ -149,12 +235,12 @@ def _params(codec: codecs.Codec) -> str:
 
 
 def _options(dtype: np.dtype) -> Options:
-    return Options(_env.positive_int(SEGMENT_ENV, DEFAULT_SEGMENT_BYTES), dtype.str)
+    return Options(_env.settings().segment_bytes, dtype.str)
 
 
 def _env_codec(dtype: np.dtype, op: ops.Op, asked: Algorithm | None) -> AnyCodec | None:
     """``MPICOLL_CODEC``'s codec where a codec can apply, else None."""
-    spec = os.environ.get(CODEC_ENV)
+    spec = _env.settings().codec
     if not spec or dtype.kind != "f" or dtype.itemsize > 8 or op.name not in ("sum", "avg"):
         return None
     codec = _parsed_env_codec(spec)
@@ -191,7 +277,7 @@ def _checked(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
     if algorithm == registry.AUTO:
-        algorithm = os.environ.get(ALGORITHM_ENV, registry.AUTO)
+        algorithm = _env.settings().algorithm
     asked = None if algorithm == registry.AUTO else registry.get(algorithm)
     if asked is not None and asked.needs_commutative and not op.commutative:
         raise ValueError(f"{algorithm} reorders operands: op {op.name!r} is not commutative")

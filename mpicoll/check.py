@@ -75,10 +75,10 @@ def verify(ctx: Context, call: int, kind: tuple, bits: int) -> None:
         return  # nobody to disagree with
     both = array("q", (call, bits, -call, -bits))
     with watchdog.Blocked(lambda: f"the fingerprint check of collective #{call} ({say(kind)})"):
-        ctx.comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
+        ctx.check_comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
     if both[0] == -both[2] and both[1] == -both[3]:  # min == max: the same everywhere
         return
-    every = ctx.comm.allgather((call, *kind))  # everyone knows it differs: say how, everywhere
+    every = ctx.check_comm.allgather((call, *kind))  # everyone knows it differs: say how, everywhere
     raise MismatchError(_explain(every))
 
 

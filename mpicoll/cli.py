@@ -41,17 +41,18 @@ def main(argv: list[str] | None = None) -> int:
                        help="append rows, phase timings and provenance to this HDF5 file")
 
     tune = commands.add_parser(
-        "tune", help="measure every algorithm per size and save the fastest as auto's rules",
-        description="Runs the bench sweep for every algorithm that runs without a codec and "
-                    "writes the fastest per "
-                    "size to a JSON file; MPICOLL_TUNING=FILE makes auto follow it on the same "
-                    "number of ranks and nodes.")
+        "tune", help="fit auto's cost model to this machine and save it",
+        description="Measures the links (ping-pong) and the local reduction, runs the bench "
+                    "sweep for every algorithm that runs without a codec, fits each one's "
+                    "overhead per round and its factor on the bytes, and writes the model to a "
+                    "JSON file; MPICOLL_TUNING=FILE makes auto predict with it on any number of "
+                    "ranks and nodes.")
     tune.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
     tune.add_argument("-f", "--factor", type=int, default=2)
     tune.add_argument("-i", "--iters", type=int, default=10)
     tune.add_argument("-x", "--warmup", type=int, default=2)
-    tune.add_argument("--rules", default="mpicoll-tuning.json", metavar="FILE.json",
-                      help="where to write the rules (default %(default)s)")
+    tune.add_argument("--model", default="mpicoll-tuning.json", metavar="FILE.json",
+                      help="where to write the model (default %(default)s)")
     tune.add_argument("--no-progress", action="store_true")
     tune.add_argument("--output", metavar="FILE.h5", help="also append the measurements to HDF5")
 
@@ -119,22 +120,26 @@ def _tune(args: argparse.Namespace) -> int:
     from . import bench, context, tune
 
     comm = MPI.COMM_WORLD
-    nodes = len(context.of(comm).layout.nodes)
+    nodes = context.of(comm).layout.nodes
+    alpha, beta = tune.measure_links(comm, nodes)
+    gamma = tune.measure_gamma()
     settings = bench.Settings(sizes=bench.size_range(args.sizes, args.factor),
-                              algorithms=list(tune.candidates(nodes)), iters=args.iters,
+                              algorithms=list(tune.candidates(len(nodes))), iters=args.iters,
                               warmup=args.warmup)
     rows = bench.run(settings, comm, progress=not args.no_progress,
                      emit=lambda line: print(line, flush=True))
     if args.output:
         from . import h5
-        h5.write(args.output, comm, tables={"bench": rows}, attrs={"tune_rules": args.rules})
+        h5.write(args.output, comm, tables={"bench": rows}, attrs={"tune_model": args.model})
     if comm.Get_rank() == 0:
-        rules = tune.fit(rows)
-        tune.save(args.rules, rules, comm.Get_size(), nodes,
-                  MPI.get_vendor()[0])
-        print("# auto rules: " + ", ".join(f"<= {bench.format_size(r['max_bytes'])}B {r['algorithm']}"
-                                           for r in rules))
-        print(f"# wrote {args.rules}; use it with {tune.TUNING_ENV}={args.rules}", flush=True)
+        library = MPI.get_vendor()[0]
+        speeds = ", ".join(f"{k} {1e-9 / v:.2f} GB/s" for k, v in beta.items() if v)
+        print(f"# links: alpha {', '.join(f'{k} {v * 1e6:.2f} us' for k, v in alpha.items())}; "
+              f"beta {speeds}; reduction {1e-9 / gamma:.2f} GB/s", flush=True)
+        model = tune.fit(rows, nodes, alpha, beta, gamma, f"{args.model} ({library})",
+                         emit=lambda line: print(line, flush=True))
+        tune.save(args.model, model, comm.Get_size(), len(nodes), library)
+        print(f"# wrote {args.model}; use it with {tune.TUNING_ENV}={args.model}", flush=True)
     return 0
 
 
@@ -168,15 +173,19 @@ def _info(args: argparse.Namespace) -> int:
     import numpy as np
     from mpi4py import MPI
 
-    from . import __version__, algorithm, api, bench, context, cuda_aware
+    from . import __version__, algorithm, api, bench, context, cuda_aware, tune
+    from .algorithm import select
 
     comm = MPI.COMM_WORLD
     nodes = context.of(comm).layout.nodes
     cuda = cuda_aware.detect()
+    layout = context.of(comm).layout
+    among = tune.candidates(len(nodes))
     choices = []
     for nbytes in bench.size_range(args.sizes):
         x = np.empty(max(1, nbytes // 4), np.float32)
-        choices.append((nbytes, api.choose_algorithm(x, comm=comm)))
+        choices.append((nbytes, api.choose_algorithm(x, comm=comm),
+                        select.predictions(x.nbytes, layout, among) if layout.size > 1 else {}))
     if comm.Get_rank() != 0:
         return 0
     levels = ["single", "funneled", "serialized", "multiple"]
@@ -193,8 +202,12 @@ def _info(args: argparse.Namespace) -> int:
         "algorithms:",
     ]
     lines += [f"  {a.name:<17} {a.summary}{_capabilities(a)}" for a in algorithm.registered()]
-    lines.append("auto picks (float32 sum):")
-    lines += [f"  {bench.format_size(n) + 'B':>6} -> {name}" for n, name in choices]
+    lines.append(f"auto picks (float32 sum), and the predicted time of each candidate in us "
+                 f"(model: {tune.model_in_force().source}):")
+    lines.append(f"  {'size':>6}    {'auto':<13}" + "".join(f"{name:>13}" for name in among))
+    lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<13}"
+              + "".join(f"{times[a] * 1e6:>13.1f}" if a in times else f"{'-':>13}" for a in among)
+              for n, name, times in choices]
     print("\n".join(lines))
     return 0
 

@@ -60,6 +60,9 @@ class ConcurrentUseError(RuntimeError):
 class Context:
     def __init__(self, comm: MPI.Intracomm):
         self.comm = comm.Dup()
+        # The fingerprint check's own: no collective of a call (``native`` runs MPI's) can
+        # ever match a check, whatever the ranks disagree on.
+        self.check_comm = self.comm.Dup()
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         # Collective, so found here, where every rank is (the first call on comm), rather than
@@ -70,7 +73,9 @@ class Context:
         self._calls = itertools.count()  # collectives started, the same on every rank
         self._tags = itertools.count()   # message tags taken (a collective takes one per stage)
         self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
+        self.verified_epoch = 0  # counts forgettings of every verified kind (fast path: valid?)
         self._owner: int | None = None   # the thread that started the last collective
+        self.busy = False  # a blocking call on the fast path is running (mpicoll.fastpath)
         _LIVE.add(self)
         watchdog.ensure_started()  # MPICOLL_TIMEOUT: read with the first communicator
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
@@ -113,20 +118,25 @@ class Context:
         kept per call: the engine's list of collectives in flight is looked at only when the
         thread changes.
         """
-        me = threading.get_ident()
-        if me != self._owner:
-            self._switch_thread(me)
+        self.claim()
         return next(self._calls), self._verified.get(kind)
+
+    def claim(self) -> None:
+        """This thread starts a collective here: ConcurrentUseError if another one is in one."""
+        me = threading.get_ident()
+        if me != self._owner or self.busy:
+            self._switch_thread(me)
 
     def _switch_thread(self, me: int) -> None:
         from . import inflight  # the engine imports the requests, which import this module
         with self._lock:
             busy = [r for r in inflight.outstanding() if r.context is self and not r.done]
-            if busy:
+            if self.busy or busy:
+                doing = "is in a blocking one" if self.busy else \
+                    f"has {len(busy)} in flight (first: {busy[0].describe()})"
                 raise ConcurrentUseError(
                     f"two threads use one communicator at once: thread {me} starts a "
-                    f"collective while {len(busy)} of thread {self._owner}'s are in flight "
-                    "(first: " + busy[0].describe() + "). Give each thread its own "
+                    f"collective while thread {self._owner} {doing}. Give each thread its own "
                     "communicator (comm.Dup()), or start collectives from one thread")
             self._owner = me
 
@@ -135,20 +145,26 @@ class Context:
         when there are many keeps the memory bounded and the ranks in step."""
         if len(self._verified) >= MAX_VERIFIED:
             self._verified.clear()
+            self.verified_epoch += 1
         self._verified[kind] = bits
 
     def next_tags(self, count: int, kind_bits: int = 0) -> tuple[int, ...]:
         """Fresh tags for one collective (one per stage), carrying ``kind_bits`` (a hash of the
         fingerprint) above the sequence: every rank starts collectives in the same order, so all
         take the same, and a message of another kind of collective cannot match."""
-        high = (kind_bits & ((1 << self._kind_bits) - 1)) * self._sequence_mod
+        high = self.tag_base(kind_bits)
         if count == 1:
             return (high + next(self._tags) % self._sequence_mod,)
         return tuple(high + next(self._tags) % self._sequence_mod for _ in range(count))
 
+    def tag_base(self, kind_bits: int) -> int:
+        """The part of a tag that carries the fingerprint hash ``kind_bits``."""
+        return (kind_bits & ((1 << self._kind_bits) - 1)) * self._sequence_mod
+
     def free(self) -> None:
         _LIVE.discard(self)
         if not MPI.Is_finalized():
+            self.check_comm.Free()
             self.comm.Free()
 
 

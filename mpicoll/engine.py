@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .codecs import Codec, ErrorFeedback
     from .transport import Binding
 
-__all__ = ["Buffers", "Execution", "run_local"]
+__all__ = ["Buffers", "Execution", "Stage", "run_local"]
 
 
 class Buffers:
@@ -50,6 +50,29 @@ class Buffers:
 
     def nbytes(self, r: Region) -> int:
         return len(r) * self._itemsize[r.buf]
+
+
+def _where(schedule: Schedule, index: int, tag: int) -> str:
+    """Round ``index`` of ``schedule`` and whom it waits on, for reports."""
+    rnd = schedule.rounds[index]
+    peers = ", ".join(f"{'send to' if isinstance(t, Send) else 'receive from'} rank {t.peer}"
+                      for t in rnd.transfers) or "local steps"
+    return (f"round {index + 1} of {len(schedule.rounds)}"
+            + (f" ({rnd.phase})" if rnd.phase else "") + f", tag {tag}: {peers}")
+
+
+def mismatch(schedule: Schedule, index: int, tag: int, what: str) -> MismatchError:
+    """The error for a message that did not fit its receive in round ``index``."""
+    return _mismatch(_where(schedule, index, tag), what)
+
+
+def _mismatch(where: str, what: str) -> MismatchError:
+    """A message that did not fit its receive: the ranks run different collectives."""
+    return MismatchError(
+        f"mpicoll: a message did not match its receive in {where} "
+        f"({what.strip()}): the ranks are running different collectives "
+        "(count, dtype, op, algorithm or codec differ); MPICOLL_CHECK=1 compares every call "
+        "before any data moves")
 
 
 def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None = None) -> None:
@@ -94,6 +117,21 @@ def _encode(step: Encode, bufs: Buffers, codec: Codec) -> None:
         owed += values - codec.decode(frame)
         if bufs.feedback is not None:
             bufs.feedback.keep_finite(owed)
+
+
+class Stage(Protocol):
+    """What a request runs and the progress engine advances: an :class:`Execution`, or another
+    kind of MPI work in flight (``algorithm.native``)."""
+
+    progressed: float  # when it last moved (for the watchdog)
+
+    @property
+    def done(self) -> bool: ...
+    def test(self) -> bool: ...
+    def wait(self) -> None: ...
+    def pending(self) -> list[MPI.Request]: ...
+    def completed(self, index: int, status: MPI.Status) -> None: ...
+    def where(self) -> str: ...
 
 
 class Execution:
@@ -143,11 +181,7 @@ class Execution:
         if self.done:
             return "finished"
         index = max(self._next - 1, 0) if self._pending is not None else self._next
-        rnd = self.schedule.rounds[index]
-        peers = ", ".join(f"{'send to' if isinstance(t, Send) else 'receive from'} rank {t.peer}"
-                          for t in rnd.transfers) or "local steps"
-        return (f"round {index + 1} of {len(self.schedule.rounds)}"
-                + (f" ({rnd.phase})" if rnd.phase else "") + f", tag {self._tag}: {peers}")
+        return _where(self.schedule, index, self._tag)
 
     def test(self) -> bool:
         """Advance without blocking; return True once every round has finished."""
@@ -203,12 +237,7 @@ class Execution:
                 raise self._mismatch(f"{got} bytes arrived where {expected} were expected")
 
     def _mismatch(self, what: str) -> MismatchError:
-        """A message that did not fit its receive: the ranks run different collectives."""
-        return MismatchError(
-            f"mpicoll: a message did not match its receive in {self.where()} "
-            f"({what.strip()}): the ranks are running different collectives "
-            "(count, dtype, op, algorithm or codec differ); MPICOLL_CHECK=1 compares every call "
-            "before any data moves")
+        return _mismatch(self.where(), what)
 
     def _start(self, rnd: Round) -> None:
         comm, tag = self._comm, self._tag
@@ -250,3 +279,96 @@ class Execution:
             self._link.close()
         if self._record is not None:
             self._record.t1 = self._mark if self.schedule.rounds else MPI.Wtime()
+
+
+# ---- the blocking fast path: a cached schedule lowered to flat tuples, run in a tight loop
+
+_BUFFERS = ("send", "recv", "tmp")
+_REDUCE, _COPY, _SCALE = 0, 1, 2
+
+
+def lower(schedule: Schedule) -> tuple | None:
+    """``schedule`` as flat per-round tuples for :func:`bind`: ``(receives, sends,
+    steps)`` with transfers ``(buffer index, start, stop, peer)`` and steps ``(kind, dst,
+    left, right, factor)`` over regions ``(buffer index, start, stop)``. None when it uses
+    what only the full engine runs (codec frames, error feedback)."""
+    try:
+        return tuple(_lower_round(rnd) for rnd in schedule.rounds)
+    except LookupError:
+        return None
+
+
+def _lower_round(rnd: Round) -> tuple:
+    def at(r: Region) -> tuple[int, int, int]:
+        if r.buf not in _BUFFERS:  # a frame slot or a residual
+            raise LookupError(r.buf)
+        return _BUFFERS.index(r.buf), r.start, r.stop
+
+    steps: list[tuple] = []
+    for step in rnd.local:
+        if isinstance(step, Reduce):
+            steps.append((_REDUCE, at(step.dst), at(step.left), at(step.right), 0.0))
+        elif isinstance(step, Copy):
+            steps.append((_COPY, at(step.dst), at(step.src), None, 0.0))
+        elif isinstance(step, Scale):
+            steps.append((_SCALE, at(step.dst), at(step.src), None, step.factor))
+        else:  # codec steps
+            raise LookupError(step)
+    receives = tuple((*at(t.region), t.peer) for t in rnd.transfers if not isinstance(t, Send))
+    sends = tuple((*at(t.region), t.peer) for t in rnd.transfers if isinstance(t, Send))
+    return receives, sends, tuple(steps)
+
+
+def bind(rounds: tuple, arrays: tuple) -> tuple:
+    """Lowered rounds on ``arrays`` (flat send, recv, tmp): per round ``(pair, receives, sends,
+    steps)`` with message specs ``([view, MPI.BYTE], peer)``, ``pair`` when it is one receive and
+    one send (then one ``Sendrecv``: the same messages, a third of the calls), and the steps of
+    :func:`bind_steps`."""
+    byte = MPI.BYTE
+    return tuple((len(receives) == 1 and len(sends) == 1,
+                  tuple(([arrays[b][lo:hi], byte], peer) for b, lo, hi, peer in receives),
+                  tuple(([arrays[b][lo:hi], byte], peer) for b, lo, hi, peer in sends),
+                  bind_steps(steps, arrays))
+                 for receives, sends, steps in rounds)
+
+
+def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedule) -> None:
+    """Run rounds from :func:`bind` to the end: what :class:`Execution` does for a blocking call
+    alone, without its per-round objects."""
+    index = 0
+    try:
+        for index, (pair, receives, sends, steps) in enumerate(rounds):
+            if pair:
+                comm.Sendrecv(sends[0][0], sends[0][1], tag, receives[0][0], receives[0][1], tag)
+            elif receives or sends:
+                requests = [comm.Irecv(spec, peer, tag) for spec, peer in receives]
+                requests += [comm.Isend(spec, peer, tag) for spec, peer in sends]
+                MPI.Request.Waitall(requests)
+            if steps:
+                run_bound_steps(steps, op)
+    except MPI.Exception as error:
+        raise mismatch(schedule, index, tag, str(error)) from None
+
+
+def bind_steps(steps: tuple, arrays: tuple) -> tuple:
+    """A lowered round's local steps on ``arrays``: ``(kind, dst, src, other, factor)`` views."""
+    return tuple((kind, arrays[d][dlo:dhi], arrays[a][alo:ahi],
+                  None if right is None else arrays[right[0]][right[1]:right[2]], factor)
+                 for kind, (d, dlo, dhi), (a, alo, ahi), right, factor in steps)
+
+
+def run_bound_steps(steps: tuple, op: Op) -> None:
+    """Steps from :func:`bind_steps`. Overflow is left to NumPy's error settings: an
+    ``np.errstate`` costs as much as a small call's whole reduction, and what overflows still
+    gives the MPI result (inf, or wrapped)."""
+    kernel = op.kernel
+    for kind, dst, src, other, factor in steps:
+        try:
+            if kind == _REDUCE:
+                kernel(src, other, out=dst)
+            elif kind == _COPY:
+                np.copyto(dst, src)
+            else:
+                np.multiply(src, factor, out=dst, casting="unsafe")
+        except (FloatingPointError, RuntimeWarning):
+            pass  # raised after the whole result was written: the MPI result too

@@ -33,7 +33,8 @@ from .check import MismatchError
 if TYPE_CHECKING:
     from .request import Request
 
-__all__ = ["add", "progress", "wait", "outstanding", "finish_at_exit"]
+__all__ = ["add", "add_posted", "progress", "wait", "claim_alone", "release_one", "outstanding",
+           "finish", "finish_at_exit"]
 
 _lock = threading.Lock()  # taken to claim requests; appending and removing are atomic alone
 _outstanding: list[Request] = []  # in start order
@@ -47,7 +48,12 @@ def add(request: Request) -> None:
     try:
         request._advance()
     finally:
-        _release_one(request)  # dropped if done already (one rank, or it all arrived)
+        release_one(request)  # dropped if done already (one rank, or it all arrived)
+
+
+def add_posted(request: Request) -> None:
+    """Take a started collective whose first round is posted already into the engine."""
+    _outstanding.append(request)
 
 
 def outstanding() -> list[Request]:
@@ -68,10 +74,7 @@ def progress() -> None:
 
 def wait(request: Request) -> None:
     """Block until ``request`` has finished, advancing every collective in flight meanwhile."""
-    with _lock:  # the common case: the only collective in flight, so block in MPI itself
-        alone = len(_outstanding) == 1 and _outstanding[0] is request and not request._claimed
-        if alone:
-            request._claimed = True
+    alone = claim_alone(request)  # the common case: block in MPI itself
     request._waiting = True
     try:
         if alone:
@@ -81,7 +84,17 @@ def wait(request: Request) -> None:
     finally:
         request._waiting = False
         if alone:
-            _release_one(request)
+            release_one(request)
+
+
+def claim_alone(request: Request) -> bool:
+    """Claim ``request`` if it is the only collective in flight (then the caller may block on
+    it alone, and must :func:`release_one` it)."""
+    with _lock:
+        if len(_outstanding) == 1 and _outstanding[0] is request and not request._claimed:
+            request._claimed = True
+            return True
+    return False
 
 
 def _wait(request: Request) -> None:
@@ -123,7 +136,8 @@ def _claim() -> list[Request]:
     return mine
 
 
-def _release_one(request: Request) -> None:
+def release_one(request: Request) -> None:
+    """Unclaim ``request``; drop it if it has finished."""
     request._claimed = False
     if request.done:
         _drop(request)
@@ -143,6 +157,12 @@ def _drop(request: Request) -> None:
         pass
 
 
+def finish() -> None:
+    """Wait for every collective in flight (in start order, each advancing all)."""
+    for request in outstanding():
+        wait(request)
+
+
 def finish_at_exit() -> None:
     """Finish what is in flight, then pass a barrier on every communicator mpicoll used.
 
@@ -150,8 +170,7 @@ def finish_at_exit() -> None:
     """
     if hasattr(sys, "last_value") or MPI.Is_finalized() or not MPI.Is_initialized():
         return
-    for request in outstanding():
-        wait(request)
+    finish()
     from . import context
     barriers = [ctx.comm.Ibarrier() for ctx in context.live()]
     if barriers:

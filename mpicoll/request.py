@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from mpi4py import MPI
 
 from . import inflight
 from ._array import Array
+from .algorithm.base import Ran
 from .check import say
-from .engine import Execution
+from .engine import Stage
 from .timing import Record
 
-if TYPE_CHECKING:
-    from .algorithm import Ran
 
 __all__ = ["Request", "waitall", "testall"]
 
@@ -35,9 +34,9 @@ class Request:
 
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
                  record: Record | None = None, kind: tuple | None = None, number: int = -1,
-                 context: object = None):
-        self._stages: Iterator[Execution | Ran] = iter(())
-        self._current: Execution | None = None
+                 context: Any = None):
+        self._stages: Iterator[Stage | Ran] = iter(())
+        self._current: Stage | None = None
         self._result = result
         self._record = record
         self._kind = kind        # the fingerprint (count, dtype, op, algorithm, codec), for reports
@@ -51,7 +50,7 @@ class Request:
         self.codec = codec
         self.transport = transport
 
-    def run(self, stages: Iterator[Execution | Ran]) -> None:
+    def run(self, stages: Iterator[Stage | Ran]) -> None:
         """Run the executions of one collective, one after another; a :class:`Ran` at the end,
         if any, says what really ran (a sparse codec's dense fallback)."""
         self._stages = stages
@@ -127,9 +126,9 @@ class Request:
         """Somebody waits for it: blocked in wait(), or testing since it last moved."""
         return not self.done and (self._waiting or self._asked > self._last_progress())
 
-    def _next_stage(self) -> Execution | None:
+    def _next_stage(self) -> Stage | None:
         stage = next(self._stages, None)
-        if stage is None or isinstance(stage, Execution):
+        if stage is None or not isinstance(stage, Ran):
             return stage
         self.algorithm, self.codec = stage.algorithm, stage.codec  # a Ran: the last item
         if self._record is not None:

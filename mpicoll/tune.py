@@ -1,81 +1,145 @@
-"""Fit ``auto`` to this machine: measure each algorithm per size, keep the fastest, save the rules.
+"""Fit ``auto``'s cost model to this machine: measure the links and the local reduction, run the
+bench, fit each algorithm's overhead, save the model.
 
-``python -m mpicoll tune --rules tuning.json`` writes a file; ``MPICOLL_TUNING=tuning.json``
-makes ``auto`` follow it on the same number of ranks and nodes. Elsewhere the file does not
-apply: ``auto`` then keeps its built-in rule and warns once, rather than guess.
+``python -m mpicoll tune --model tuning.json`` writes a file; ``MPICOLL_TUNING=tuning.json``
+makes ``auto`` predict with it on any number of ranks and nodes (the schedules say what
+travels where; :mod:`mpicoll.costmodel`). Without a file, :data:`costmodel.BUILTIN` applies.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import warnings
+import time
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
+from mpi4py import MPI
 
-__all__ = ["fit", "save", "rules_for", "candidates", "TUNING_ENV"]
+from . import _env
+from .costmodel import BUILTIN, Model, components, fit_algorithm
 
-TUNING_ENV = "MPICOLL_TUNING"
-FORMAT = 1
+__all__ = ["candidates", "measure_links", "measure_gamma", "fit", "save", "model_in_force",
+           "TUNING_ENV"]
+
+TUNING_ENV = _env.TUNING_ENV
+FORMAT = 2
 
 
 def candidates(nodes: int = 1) -> tuple[str, ...]:
-    """What tune measures and ``auto`` may follow: every algorithm that runs without a codec
-    and fits ``nodes`` nodes."""
+    """What tune measures and ``auto`` may pick: every algorithm that runs without a codec and
+    fits ``nodes`` nodes."""
     from .algorithm import registry  # the registry imports the rule that reads this module
     return tuple(a.name for a in registry.registered()
                  if a.plain and not (a.one_node and nodes > 1))
 
 
-def fit(rows: np.ndarray) -> list[dict]:
-    """Bench rows -> [{"max_bytes": n, "algorithm": name}, ...]: the fastest up to each size
-    (lowest median ratio to native, measured interleaved, so drift on a busy machine cancels).
+def measure_links(comm: MPI.Intracomm, nodes: tuple[tuple[int, ...], ...], repeats: int = 200
+                  ) -> tuple[dict[str, float], dict[str, float]]:
+    """(α, β) by level from ping-pongs of 8 B and 1 MiB: rank 0 with another rank of its node
+    ("local") and with the first rank of the next node ("remote"); a level this job cannot
+    measure keeps the built-in figures. Collective."""
+    alpha, beta = dict(BUILTIN.alpha), dict(BUILTIN.beta)
+    peers = {"local": nodes[0][1] if len(nodes[0]) > 1 else None,
+             "remote": nodes[1][0] if len(nodes) > 1 else None}
+    for level, peer in peers.items():
+        if peer is None:
+            continue
+        small = _half_round_trip(comm, peer, 8, repeats)
+        large = _half_round_trip(comm, peer, 1 << 20, max(3, repeats // 20))
+        alpha[level] = small
+        beta[level] = max(large - small, 0.0) / (1 << 20)
+    return alpha, beta
 
-    Neighbouring sizes with the same winner merge; the last rule covers every larger size.
-    """
-    rules: list[dict] = []
-    for size in np.unique(rows["size"]):
-        at = rows[rows["size"] == size]
-        best = at["algorithm"][np.argmin(at["ratio"])].decode()  # ratios survive drift
-        if rules and rules[-1]["algorithm"] == best:
-            rules[-1]["max_bytes"] = int(size)
-        else:
-            rules.append({"max_bytes": int(size), "algorithm": best})
-    return rules
+
+def _half_round_trip(comm: MPI.Intracomm, peer: int, nbytes: int, repeats: int) -> float:
+    """Median half round trip between rank 0 and ``peer``, as every rank learns."""
+    buf = np.zeros(nbytes, np.uint8)
+    rank = comm.Get_rank()
+    samples = []
+    for _ in range(repeats):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        if rank == 0:
+            comm.Send(buf, peer, 7)
+            comm.Recv(buf, peer, 7)
+        elif rank == peer:
+            comm.Recv(buf, 0, 7)
+            comm.Send(buf, 0, 7)
+        samples.append((time.perf_counter() - t0) / 2)
+    return float(comm.bcast(np.median(samples), root=0))
 
 
-def save(path: str, rules: list[dict], ranks: int, nodes: int, library: str) -> None:
+def measure_gamma(nbytes: int = 8 << 20, repeats: int = 20) -> float:
+    """Seconds per byte of a local float32 sum of ``nbytes`` (the median of ``repeats``; beyond
+    the caches, as the large messages that this term matters for)."""
+    a, b = np.ones(nbytes // 4, np.float32), np.ones(nbytes // 4, np.float32)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.add(a, b, out=a)
+        samples.append(time.perf_counter() - t0)
+    return float(np.median(samples)) / nbytes
+
+
+def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, float],
+        beta: dict[str, float], gamma: float, source: str,
+        emit: Callable[[str], object] = print) -> Model:
+    """The model for measured bench rows: α, β, γ as measured, and per algorithm the overhead
+    and factor that best explain its times (``native``: as mpicoll runs it, or else MPI's
+    own column)."""
+    base = Model(alpha, beta, gamma, {}, source)
+    itemsize = np.dtype(rows["dtype"][0].decode()).itemsize
+    measured: dict[str, list] = {}
+    for row in rows:
+        name, size = row["algorithm"].decode(), int(row["size"])
+        if name != "auto":
+            measured.setdefault(name, []).append(
+                (row["time_us"] * 1e-6, components(name, size, nodes, base, itemsize)))
+    if "native" not in measured:  # MPI's own column, as auto's native runs it (less our call)
+        sizes = sorted(set(rows["size"].tolist()))
+        measured["native"] = [(float(rows["native_us"][rows["size"] == size][0]) * 1e-6,
+                               components("native", size, nodes, base, itemsize)) for size in sizes]
+    fitted = {name: fit_algorithm(points) for name, points in measured.items()}
+    for name, (overhead, factor) in fitted.items():
+        emit(f"# {name:>13}: {overhead * 1e6:6.2f} us per {'call' if name == 'native' else 'round'}, "
+             f"bytes x{factor:.2f}")
+    return Model(alpha, beta, gamma, fitted, source)
+
+
+def save(path: str, model: Model, ranks: int, nodes: int, library: str) -> None:
     with open(path, "w") as f:
         json.dump({"mpicoll_tuning": FORMAT, "ranks": ranks, "nodes": nodes,
-                   "mpi_library": library, "rules": rules}, f, indent=1)
+                   "mpi_library": library, "alpha": model.alpha, "beta": model.beta,
+                   "gamma": model.gamma,
+                   "algorithms": {k: list(v) for k, v in model.algorithms.items()}}, f, indent=1)
 
 
-def rules_for(ranks: int, nodes: int) -> list[dict] | None:
-    """The rules of ``$MPICOLL_TUNING`` when it was measured on this many ranks and nodes."""
-    path = os.environ.get(TUNING_ENV)
+def model_in_force() -> Model:
+    """The model of ``$MPICOLL_TUNING`` (read once, see ``reload_environment``), else the built-in."""
+    path = _env.settings().tuning
     if not path:
-        return None
-    stamp = os.stat(path).st_mtime_ns if os.path.exists(path) else None
-    return _load(path, stamp, ranks, nodes)
+        return BUILTIN
+    return _load(path, os.stat(path).st_mtime_ns if os.path.exists(path) else None)
 
 
 @lru_cache(maxsize=8)
-def _load(path: str, stamp: int | None, ranks: int, nodes: int) -> list[dict] | None:
+def _load(path: str, stamp: int | None) -> Model:
     if stamp is None:
         raise ValueError(f"{TUNING_ENV}={path!r}: no such file")
     try:
         with open(path) as f:
             data = json.load(f)
-        rules = data["rules"]
-        ok = data["mpicoll_tuning"] == FORMAT and all(
-            r["algorithm"] in candidates() and int(r["max_bytes"]) >= 0 for r in rules) and rules
+        if data.get("mpicoll_tuning") != FORMAT:
+            raise ValueError(f"format {data.get('mpicoll_tuning')}, expected {FORMAT} "
+                             "(run `python -m mpicoll tune` again)")
+        levels = ("local", "remote")
+        model = Model({k: float(data["alpha"][k]) for k in levels},
+                      {k: float(data["beta"][k]) for k in levels}, float(data["gamma"]),
+                      {k: (float(o), float(f)) for k, (o, f) in data["algorithms"].items()},
+                      f"{path} ({data.get('ranks')} ranks, {data.get('nodes')} nodes, "
+                      f"{data.get('mpi_library')})")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{TUNING_ENV}={path!r} is not a tuning file: {error}") from None
-    if not ok:
-        raise ValueError(f"{TUNING_ENV}={path!r} is not a tuning file of format {FORMAT}")
-    if (data.get("ranks"), data.get("nodes")) != (ranks, nodes):
-        warnings.warn(f"{path} was tuned on {data.get('ranks')} ranks / {data.get('nodes')} nodes, "
-                      f"not {ranks} / {nodes}: auto keeps its built-in rule", stacklevel=4)
-        return None
-    return rules
+    return model

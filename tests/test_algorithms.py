@@ -62,14 +62,15 @@ def test_run_local_refuses_an_unknown_step():
 
 def test_auto_follows_capabilities():
     int8, topk = "dense", "sparse"
-    assert select.resolve("auto", 8, ONE_NODE, None).name == "tree"
-    assert select.resolve("auto", 8, ONE_NODE, int8).name == "ring"  # the tree does not compress
-    assert select.resolve("auto", 1 << 20, TWO_NODES, int8).name == "hybrid"
+    for nbytes in (8, 1 << 20):
+        for layout in (ONE_NODE, TWO_NODES):
+            assert select.resolve("auto", nbytes, layout, int8).compresses >= {"dense"}
+            assert not select.resolve("auto", nbytes, layout, None, native=False).name == "native"
+            # an op that is not commutative cannot go round a ring: auto keeps rank order
+            assert not select.resolve("auto", nbytes, layout, None, commutative=False).needs_commutative
     assert select.resolve("auto", 1 << 20, ONE_NODE, topk).name == "sparse-allgather"
     assert select.resolve("ring", 1 << 20, ONE_NODE, topk).name == "sparse-allgather"
     assert select.resolve("ring", 8, Layout(0, 1, ((0,),)), topk).name == "ring"  # nothing travels
-    # an op that is not commutative cannot go round a ring: auto takes an algorithm that keeps order
-    assert select.resolve("auto", 1 << 20, ONE_NODE, None, commutative=False).name == "tree"
 
 
 def test_what_cannot_run_is_refused_before_anything_is_sent():

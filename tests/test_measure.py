@@ -8,8 +8,10 @@ import pytest
 from mpi4py import MPI
 
 from mpicoll import bench
+from mpicoll.algorithm import names
 
 LIBRARY = MPI.get_vendor()[0]  # "MPICH" or "Open MPI": the library the ranks load too
+PLAIN = {name.encode() for name in names(plain=True)}  # what bench runs by default, with auto
 
 SMALL = ["-m", "8:4K", "-f", "8", "-i", "3", "-x", "1", "--no-progress"]
 
@@ -30,10 +32,10 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
         rows = f["bench"][:]
         records, phases = f["records"][:], f["phases"][:]
     run1, run2 = rows[rows["run"] == 1], rows[rows["run"] == 2]
-    assert len(run1) == 4 * 4 and len(run2) == 4  # sizes 8, 64, 512, 4096 x algorithms
-    assert set(run1["algorithm"]) == {b"ring", b"tree", b"hybrid", b"auto"}
+    assert len(run1) == 4 * (len(PLAIN) + 1) and len(run2) == 4  # sizes 8, 64, 512, 4096 x algorithms
+    assert set(run1["algorithm"]) == PLAIN | {b"auto"}
     assert (rows["wrong"] == 0).all() and (rows["time_us"] > 0).all()
-    assert set(run1[run1["algorithm"] == b"auto"]["ran"]) <= {b"ring", b"tree", b"hybrid"}
+    assert set(run1[run1["algorithm"] == b"auto"]["ran"]) <= PLAIN
     np.testing.assert_allclose(run1["busbw"], run1["algbw"] * 2 * 2 / 3)
     # one recorded call per (size, algorithm) per rank, with phases
     assert len(records[records["run"] == 1]) == 3 * len(run1)
@@ -49,11 +51,27 @@ def test_plot_draws_png(mpirun, tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def auto_rows(out):
+    """info's table: {size: (picked, {candidate: predicted us})}."""
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("auto picks"))
+    names = lines[head + 1].split()[2:]
+    rows = {}
+    for line in lines[head + 2:]:
+        size, _, picked, *times = line.split()
+        rows[size] = (picked, dict(zip(names, map(float, times))))
+    return rows
+
+
 def test_info_names_library_layout_and_choices(mpirun):
     out = mpirun(4, "-m", "mpicoll", "info", "-m", "8:1M", env={"MPICOLL_RANKS_PER_NODE": "2"})
     assert f"MPI library: {LIBRARY}" in out and "thread level:" in out and "CUDA-aware MPI: no" in out
-    assert "nodes: 2 [0,1] [2,3]" in out
-    assert "8B -> tree" in out and "1MB -> hybrid" in out
+    assert "nodes: 2 [0,1] [2,3]" in out and "model: built in" in out
+    rows = auto_rows(out)
+    assert list(rows) == ["8B", "16B", "32B", "64B", "128B", "256B", "512B", "1KB", "2KB", "4KB",
+                          "8KB", "16KB", "32KB", "64KB", "128KB", "256KB", "512KB", "1MB"]
+    for picked, times in rows.values():  # auto is the fastest prediction, native among them
+        assert "native" in times and times[picked] == min(times.values())
 
 
 def test_bad_bench_arguments_fail_on_every_rank_without_hanging(mpirun):
@@ -71,20 +89,22 @@ def test_sizes_parse_like_osu():
         bench.size_range("64:8")
 
 
-def test_tune_writes_rules_that_auto_follows(mpirun, tmp_path):
-    rules = tmp_path / "rules.json"
-    mpirun(3, "-m", "mpicoll", "tune", "-m", "8:64K", "-f", "8", "-i", "3", "-x", "1",
-           "--no-progress", "--rules", str(rules))
-    data = json.loads(rules.read_text())
+def test_tune_fits_a_model_that_auto_follows(mpirun, tmp_path):
+    path = tmp_path / "model.json"
+    out = mpirun(3, "-m", "mpicoll", "tune", "-m", "8:64K", "-f", "8", "-i", "3", "-x", "1",
+                 "--no-progress", "--model", str(path))
+    assert "# links: alpha local" in out and "us per round" in out
+    data = json.loads(path.read_text())
     assert (data["ranks"], data["nodes"]) == (3, 1)
-    assert data["rules"] and {r["algorithm"] for r in data["rules"]} <= {"ring", "tree", "hybrid"}
-    # a hand-written file, to know what auto must do with it
-    rules.write_text(json.dumps({"mpicoll_tuning": 1, "ranks": 3, "nodes": 1, "rules": [
-        {"max_bytes": 512, "algorithm": "ring"}, {"max_bytes": 4096, "algorithm": "hybrid"}]}))
-    out = mpirun(3, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(rules)})
-    assert "512B -> ring" in out and "4KB -> hybrid" in out and "64KB -> hybrid" in out
-    out = mpirun(2, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(rules)})
-    assert "tuned on 3 ranks / 1 nodes, not 2 / 1" in out and "8B -> tree" in out
+    assert {name.encode() for name in data["algorithms"]} == PLAIN
+    assert all(o >= 0 and f >= 0 for o, f in data["algorithms"].values())
+    # a hand-written model whose native costs a second a call: auto never picks it, at any p
+    data["algorithms"]["native"] = [1.0, 1.0]
+    path.write_text(json.dumps(data))
+    for ranks in (3, 2):
+        out = mpirun(ranks, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(path)})
+        assert f"model: {path}" in out
+        assert all(picked != "native" for picked, _ in auto_rows(out).values())
 
 
 def test_train_demo_learns_and_keeps_replicas_identical(mpirun, tmp_path):

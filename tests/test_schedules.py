@@ -1,16 +1,19 @@
-"""Every algorithm's schedules, run together in one process for 1..24 ranks (no MPI needed).
+"""Every algorithm's schedules, run together in one process for 1..24 ranks (no MPI needed),
+and rd and rabenseifner up to 64.
 
 Checks the result against a NumPy reduction, that nothing deadlocks or races, that ranks agree
-bit for bit, and that the message and byte counts are those of the cost formulas.
+bit for bit, that algorithms that claim to keep operand order do, and that the message and byte
+counts are those of the cost formulas.
 """
 
+import functools
 import math
 
 import numpy as np
 import pytest
 
 from mpicoll import ops
-from mpicoll.algorithm import Layout, Options, build_schedule, names, select, tree
+from mpicoll.algorithm import Layout, Options, build_schedule, get, names, select, tree
 from mpicoll.schedule import split
 from mpicoll.simulate import simulate
 
@@ -35,7 +38,7 @@ def run(name, nodes, count, segment_bytes=1 << 18, dtype="f8", inplace=False):
     return schedules, inputs, outs
 
 
-@pytest.mark.parametrize("name", names(plain=True))
+@pytest.mark.parametrize("name", names(plain=True, planned=True))
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24])
 def test_every_layout_and_count(name, p):
     for nodes in dict.fromkeys(layouts(p)):
@@ -94,6 +97,102 @@ def test_hybrid_sends_less_between_nodes_than_ring():
             "node/allgather"} <= set(schedules[0].phases)
 
 
+HALVING_DOUBLING = ["rd", "rabenseifner"]
+FOLDED_SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 31, 33, 64]  # powers of two, and folds of 1 to 15 pairs
+
+
+def one_node(name, p, count, inputs, op=SUM, inplace=False):
+    options = Options(1 << 18, inputs[0].dtype.str)
+    schedules = [build_schedule(name, Layout(r, p, (tuple(range(p)),)), count, options) for r in range(p)]
+    return schedules, simulate(schedules, inputs, op, inplace=inplace)
+
+
+def in_rank_order(values, op):
+    """The expression rd and Rabenseifner evaluate: the first 2·rem ranks folded in pairs, then
+    neighbouring blocks combined level by level, the lower block on the left."""
+    rem = len(values) - (1 << (len(values).bit_length() - 1))
+    level = [op(values[i], values[i + 1]) for i in range(0, 2 * rem, 2)] + list(values[2 * rem:])
+    while len(level) > 1:
+        level = [op(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+@pytest.mark.parametrize("name", HALVING_DOUBLING)
+@pytest.mark.parametrize("p", FOLDED_SIZES)
+def test_halving_doubling_up_to_64_ranks(name, p):
+    """Integers sum exactly whatever the order; random float32 sums do not, so every rank's bits
+    must be those of the one expression in rank order."""
+    for count in sorted({0, 1, p // 2, p - 1, p, p + 1, 3 * p + 2, 101}):
+        for inplace in (False, True):
+            rng = np.random.default_rng([p, count])
+            exact = [rng.integers(-5, 6, count).astype("f4") for _ in range(p)]
+            _, outs = one_node(name, p, count, exact, inplace=inplace)
+            for out in outs:
+                np.testing.assert_array_equal(out, np.sum(exact, axis=0), err_msg=f"count={count}")
+            rounded = [rng.standard_normal(count).astype("f4") for _ in range(p)]
+            _, outs = one_node(name, p, count, rounded, inplace=inplace)
+            expected = in_rank_order(rounded, np.add).tobytes()
+            assert all(out.tobytes() == expected for out in outs), f"count={count}"
+
+
+MODULUS = 2**25 - 39  # a prime: products of two residues stay exact in float64
+
+
+def compose(left, right, out):
+    """Affine maps x -> m·x + v modulo a prime, stored as m + v·i: left's map, then right's.
+    Associative, not commutative, and any two orders of random maps differ."""
+    factor = np.mod(left.real * right.real, MODULUS)
+    offset = np.mod(left.imag * right.real + right.imag, MODULUS)
+    out.real, out.imag = factor, offset
+    return out
+
+
+COMPOSE = ops.Op("compose", SUM.mpi, compose, commutative=False)
+
+
+@pytest.mark.parametrize("name", [n for n in names(plain=True, planned=True)
+                                  if not get(n).needs_commutative])
+@pytest.mark.parametrize("p", FOLDED_SIZES)
+def test_order_keeping_algorithms_keep_rank_order(name, p):
+    """An algorithm that does not need a commutative op must reduce as x0 op x1 op ... op x(p-1)."""
+    for count in sorted({1, p - 1, p + 1, 50}):
+        rng = np.random.default_rng([p, count])
+        inputs = [rng.integers(2, MODULUS, count) + 1j * rng.integers(0, MODULUS, count) for _ in range(p)]
+        _, outs = one_node(name, p, count, inputs, op=COMPOSE)
+        expected = functools.reduce(lambda a, b: compose(a, b, np.empty_like(a)), inputs)
+        for out in outs:
+            np.testing.assert_array_equal(out, expected, err_msg=f"count={count}")
+
+
+@pytest.mark.parametrize("p", FOLDED_SIZES[1:])
+def test_rd_sends_everything_lg_p_times(p):
+    """lg p′ messages of n; a rank that hands its data over sends one, its partner one more."""
+    count, pof2 = 1000, 1 << (p.bit_length() - 1)
+    rem, lg = p - pof2, pof2.bit_length() - 1
+    schedules, _ = one_node("rd", p, count, [np.ones(count) for _ in range(p)])
+    for r, s in enumerate(schedules):
+        paired, hands_over = r < 2 * rem, r < 2 * rem and r % 2 == 0
+        messages = 1 if hands_over else lg + paired
+        assert (s.messages, s.elements_sent) == (messages, messages * count), r
+        assert s.phases == (("fold", "unfold") if hands_over else ("fold", "exchange", "unfold")
+                            if paired else ("exchange",))
+
+
+@pytest.mark.parametrize("p", FOLDED_SIZES[1:])
+def test_rabenseifner_moves_2_p_minus_1_over_p_in_2_lg_p_messages(p):
+    pof2 = 1 << (p.bit_length() - 1)
+    rem, lg, count = p - pof2, pof2.bit_length() - 1, 1000 * pof2
+    schedules, _ = one_node("rabenseifner", p, count, [np.ones(count) for _ in range(p)])
+    for r, s in enumerate(schedules):
+        if r < 2 * rem and r % 2 == 0:  # hands its data over, gets the result back
+            assert (s.messages, s.elements_sent) == (1, count)
+            continue
+        paired = r < 2 * rem  # sends the result back too
+        assert s.messages == 2 * lg + paired
+        assert s.elements_sent == 2 * (pof2 - 1) * count // pof2 + paired * count
+        assert "reduce-scatter" in s.phases and "allgather" in s.phases
+
+
 def test_split_spreads_remainders():
     assert split(0, 10, 4) == [(0, 3), (3, 6), (6, 8), (8, 10)]
     assert split(5, 7, 4) == [(5, 6), (6, 7), (7, 7), (7, 7)]
@@ -101,12 +200,16 @@ def test_split_spreads_remainders():
     assert max(sizes) - min(sizes) <= 1
 
 
-def test_auto_rule():
-    one_node, two_nodes = Layout(0, 4, ((0, 1, 2, 3),)), Layout(0, 4, ((0, 1), (2, 3)))
+def test_auto_picks_the_fastest_prediction():
+    """auto is the argmin of the cost model's predictions, MPI's own included; a lone rank
+    copies (ring's schedule)."""
     assert select.choose(8, Layout(0, 1, ((0,),))) == "ring"
-    assert select.choose(8, one_node) == "tree"
-    assert select.choose(select.TREE_MAX_BYTES + 1, one_node) == "ring"
-    assert select.choose(select.TREE_MAX_BYTES + 1, two_nodes) == "hybrid"
+    for layout in (Layout(0, 4, ((0, 1, 2, 3),)), Layout(0, 4, ((0, 1), (2, 3))),
+                   Layout(0, 6, ((0, 1, 2), (3, 4, 5)))):
+        among = ("ring", "tree", "rd", "rabenseifner", "native")
+        for nbytes in (8, 4096, 1 << 20, 64 << 20):
+            times = select.predictions(nbytes, layout, among)
+            assert select.choose(nbytes, layout, among) == min(among, key=times.__getitem__)
 
 
 @pytest.mark.parametrize("name", names(compresses="dense"))

@@ -143,7 +143,7 @@ def test_mixing_in_codecs_is_refused(fake_cupy, name):
 # ---- staging plans
 
 def schedules():
-    for name in names(plain=True):
+    for name in names(plain=True, planned=True):
         for nodes in [((0, 1, 2, 3),), ((0, 1), (2, 3)), ((0,), (1,), (2,))]:
             p = sum(map(len, nodes))
             for count in (0, 1, p + 1, 1000):

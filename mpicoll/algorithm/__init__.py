@@ -20,8 +20,11 @@ __all__ = ["Algorithm", "Call", "Frames", "Layout", "Options", "Ran", "UnknownAl
 MODULES = (
     "ring",
     "tree",
+    "recursive_doubling",
+    "rabenseifner",
     "hybrid",
     "sparse_allgather",
+    "native",
 )
 
 for _module in MODULES:

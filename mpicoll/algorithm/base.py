@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Union
 import numpy as np
 
 from .._array import array_module
-from ..engine import Buffers, Execution
+from ..engine import Buffers, Execution, Stage
 from ..schedule import Builder, BufferName, Copy, Reduce, Region, Scale, Schedule, Zero
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class Call:
     tags: tuple[int, ...]
 
 
-RunFn = Callable[["Algorithm", Call], Iterator[Union[Execution, Ran]]]
+RunFn = Callable[["Algorithm", Call], Iterator[Union[Stage, Ran]]]
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Algorithm:
             raise ValueError(f"algorithm {self.name!r}: compresses {set(self.compresses)}, "
                              "expected 'dense' and/or 'sparse'")
 
-    def start(self, call: Call) -> Iterator[Execution | Ran]:
+    def start(self, call: Call) -> Iterator[Stage | Ran]:
         """The executions of one call, in order, and last a :class:`Ran` if what ran differs
         from what was asked."""
         if self.run is not None:

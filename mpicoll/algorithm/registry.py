@@ -38,9 +38,12 @@ def registered() -> tuple[Algorithm, ...]:
     return tuple(_BY_NAME.values())
 
 
-def names(*, plain: bool | None = None, compresses: str | None = None) -> tuple[str, ...]:
+def names(*, plain: bool | None = None, compresses: str | None = None,
+          planned: bool | None = None) -> tuple[str, ...]:
     """Names of the registered algorithms, optionally only those that run without a codec
-    (``plain=True``) or that run codecs of a kind (``compresses="dense"`` or ``"sparse"``)."""
+    (``plain=True``), that run codecs of a kind (``compresses="dense"`` or ``"sparse"``), or
+    that have a schedule of their own (``planned=True``: not ``native``, MPI's)."""
     return tuple(a.name for a in _BY_NAME.values()
                  if (plain is None or a.plain == plain)
-                 and (compresses is None or compresses in a.compresses))
+                 and (compresses is None or compresses in a.compresses)
+                 and (planned is None or (a.plan is not None) == planned))

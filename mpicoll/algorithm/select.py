@@ -1,32 +1,45 @@
-"""Which algorithm a call runs: ``auto``'s rule, and the reroutes a codec or an op needs."""
+"""Which algorithm a call runs: ``auto``'s choice, and the reroutes a codec or an op needs."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from functools import lru_cache
+from typing import Any
 
-from .. import tune
+from .. import costmodel, tune
 from .base import Algorithm, Layout
 from .registry import AUTO, get, registered
 
-__all__ = ["choose", "resolve", "accepts", "codec_kind", "TREE_MAX_BYTES"]
-
-TREE_MAX_BYTES = 64 * 1024
-"""Up to this many bytes the tree's 2⌈lg p⌉ steps beat the ring's 2(p-1); see docs/results.md."""
+__all__ = ["choose", "predictions", "resolve", "accepts", "codec_kind"]
 
 
-def choose(nbytes: int, layout: Layout) -> str:
-    """Follow ``$MPICOLL_TUNING`` when it fits this layout; else tree for small messages, hybrid
-    across several multi-rank nodes, ring otherwise."""
+def choose(nbytes: int, layout: Layout, among: tuple[str, ...] | None = None,
+           itemsize: int = 4) -> str:
+    """The algorithm of ``among`` (default: every one ``tune`` measures) predicted fastest for
+    ``nbytes`` on this layout (:mod:`mpicoll.costmodel`; ``$MPICOLL_TUNING``'s model if set).
+
+    A lone rank only copies: ring's schedule is that copy. Sizes are taken in classes of powers
+    of two, so that a program with many sizes predicts a few dozen times, not once per size.
+    """
     if layout.size == 1:
         return "ring"
-    rules = tune.rules_for(layout.size, len(layout.nodes))
-    if rules:
-        return next((r["algorithm"] for r in rules if nbytes <= r["max_bytes"]), rules[-1]["algorithm"])
-    if nbytes <= TREE_MAX_BYTES:
-        return "tree"
-    if 1 < len(layout.nodes) < layout.size:
-        return "hybrid"
-    return "ring"
+    if among is None:
+        among = tune.candidates(len(layout.nodes))
+    size_class = 1 << max(nbytes - 1, 0).bit_length()
+    return _fastest(among, size_class, layout.nodes, itemsize, tune.model_in_force())
+
+
+def predictions(nbytes: int, layout: Layout, among: tuple[str, ...], itemsize: int = 4
+                ) -> dict[str, float]:
+    """Predicted seconds of each of ``among`` (what ``info`` prints)."""
+    model = tune.model_in_force()
+    return {name: costmodel.predict(name, nbytes, layout.nodes, model, itemsize) for name in among}
+
+
+@lru_cache(maxsize=1024)
+def _fastest(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...], ...],
+             itemsize: int, model: costmodel.Model) -> str:
+    times = {name: costmodel.predict(name, nbytes, nodes, model, itemsize) for name in among}
+    return min(among, key=times.__getitem__)  # ties: the first registered
 
 
 def codec_kind(codec: Any) -> str | None:
@@ -48,9 +61,10 @@ def accepts(algorithm: Algorithm, codec_kind: str | None) -> bool:
 
 
 def resolve(asked: Algorithm | str | None, nbytes: int, layout: Layout, codec_kind: str | None,
-            commutative: bool = True) -> Algorithm:
+            commutative: bool = True, itemsize: int = 4, native: bool = True) -> Algorithm:
     """The algorithm that runs when ``asked`` (an algorithm or its name that :func:`accepts` the
-    codec; None or "auto" for auto) is asked for.
+    codec; None or "auto" for auto) is asked for. ``native``: whether MPI's own may run this
+    call (host memory or a CUDA-aware MPI, and a dtype it reduces as mpicoll does).
 
     Decided from what every rank knows alike (sizes, layout, codec kind), so all agree.
     """
@@ -59,22 +73,17 @@ def resolve(asked: Algorithm | str | None, nbytes: int, layout: Layout, codec_ki
     if codec_kind == "sparse" and layout.size > 1:
         if asked is not None and "sparse" in asked.compresses:
             return asked
-        return _first(lambda a: "sparse" in a.compresses)
+        return _fitting(layout, commutative, lambda a: "sparse" in a.compresses)[0]
     if asked is not None:
         return asked
-    chosen = get(choose(nbytes, layout))
-    if (codec_kind is None or codec_kind in chosen.compresses) and not _misfit(chosen, layout, commutative):
-        return chosen
-    return _first(lambda a: accepts(a, codec_kind) and not _misfit(a, layout, commutative))
+    fits = _fitting(layout, commutative, lambda a: accepts(a, codec_kind)
+                    and (a.plan is not None or (native and a.name == "native")))
+    return get(choose(nbytes, layout, tuple(a.name for a in fits), itemsize))
 
 
-def _misfit(algorithm: Algorithm, layout: Layout, commutative: bool) -> bool:
-    return (algorithm.needs_commutative and not commutative) or \
-        (algorithm.one_node and len(layout.nodes) > 1)
-
-
-def _first(fits: Callable[[Algorithm], bool]) -> Algorithm:
-    found = next((a for a in registered() if fits(a)), None)
-    if found is None:
+def _fitting(layout: Layout, commutative: bool, wanted: Any) -> list[Algorithm]:
+    found = [a for a in registered() if wanted(a) and not (a.needs_commutative and not commutative)
+             and not (a.one_node and len(layout.nodes) > 1)]
+    if not found:
         raise ValueError("no registered algorithm can run this call")
     return found

@@ -8,7 +8,7 @@ MPI's own Allreduce exactly, and be the same bits on every rank.
 
 import numpy as np
 import pytest
-from helpers import WORLD, assert_everywhere, data, native, same_on_all_ranks, value_bytes
+from helpers import WORLD, assert_everywhere, data, environment, native, same_on_all_ranks, value_bytes
 from mpi4py import MPI
 
 import mpicoll
@@ -108,11 +108,11 @@ def test_random_floats_close_to_native(algorithm, dtype):
 
 
 @pytest.mark.parametrize("algorithm", ["tree", "hybrid"])
-def test_many_tree_segments(algorithm, monkeypatch):
+def test_many_tree_segments(algorithm):
     """A 40-byte segment forces hundreds of pipelined rounds (and odd last segments)."""
-    monkeypatch.setenv("MPICOLL_TREE_SEGMENT", "40")
-    for count in (1, 5, 999):
-        assert_exact(*check(WORLD, data(WORLD, count, "f8", "sum"), "sum", algorithm))
+    with environment(MPICOLL_TREE_SEGMENT=40):
+        for count in (1, 5, 999):
+            assert_exact(*check(WORLD, data(WORLD, count, "f8", "sum"), "sum", algorithm))
 
 
 def test_mpi_op_objects_and_names_agree():

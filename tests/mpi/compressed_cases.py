@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import WORLD, assert_everywhere, native, same_on_all_ranks
+from helpers import WORLD, assert_everywhere, environment, native, same_on_all_ranks
 
 import mpicoll
 from mpicoll import codecs, timing
@@ -119,10 +119,9 @@ def test_requests_with_codecs_in_flight_together():
         assert [r.codec.split(":")[0] for r in reqs] == ["int8", "topk", "fp16", "topk"]  # 7 values: fallback
 
 
-def test_codec_from_the_environment(monkeypatch):
-    monkeypatch.setenv("MPICOLL_CODEC", "fp16")
+def test_codec_from_the_environment():
     x = normal(1000)
-    with timing.recording() as rec:
+    with environment(MPICOLL_CODEC="fp16"), timing.recording() as rec:
         mpicoll.allreduce(x)                      # float sum: compressed
         mpicoll.allreduce(np.arange(5))           # integers: a codec cannot apply, so none does
     assert [r.codec for r in rec.records] == ["fp16", ""]

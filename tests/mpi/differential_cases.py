@@ -27,11 +27,11 @@ import math
 import os
 
 import numpy as np
-from helpers import MPI_OPS, WORLD, assert_everywhere, value_bytes
+from helpers import MPI_OPS, WORLD, assert_everywhere, environment, value_bytes
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.algorithm import names
+from mpicoll.algorithm import names, native
 
 ALGORITHMS = list(names(plain=True)) + ["auto"]
 OPS = ["sum", "prod", "min", "max"]
@@ -64,6 +64,8 @@ def draw_case(seed, case, comms):
     ops = OPS if dtype.kind != "c" else ["sum", "prod"]
     op = ops[rng.integers(len(ops))]
     algorithm = ALGORITHMS[rng.integers(len(ALGORITHMS))]
+    if algorithm == "native" and not native.exact(dtype):
+        algorithm = "auto"  # Open MPI's own 8/16-bit sums saturate: known, and not ours to test
     inplace = bool(rng.integers(2))
     p = comm.Get_size()
     if rng.random() < 0.3:
@@ -113,7 +115,7 @@ def expected(seed, case, comm, dtype, op, count, wide_prod, x):
     return UFUNCS[op].reduce(inputs, axis=0, dtype=dtype)
 
 
-def run_case(seed, case, comms, monkeypatch):
+def run_case(seed, case, comms):
     """Run one case; return (group key, digest of this rank's result, what went wrong or None)."""
     kind, comm, key, dtype, op, algorithm, inplace, count, wide_prod, segment = \
         draw_case(seed, case, comms)
@@ -125,9 +127,7 @@ def run_case(seed, case, comms, monkeypatch):
             f"{dtype}, count {count}, {'in place' if inplace else 'out of place'}"
             + (f", {SEGMENT_ENV}={segment}" if segment else ""))
     try:
-        with monkeypatch.context() as env:
-            if segment:
-                env.setenv(SEGMENT_ENV, str(segment))
+        with environment(**({SEGMENT_ENV: segment} if segment else {})):
             result = mpicoll.allreduce(x, out, op=op, algorithm=algorithm, comm=comm)
     except Exception as error:  # noqa: BLE001 -- recorded; every rank raising still matches up
         return (case, kind, key), b"", f"{what}: raised {error!r}"
@@ -153,7 +153,7 @@ def case_numbers():
     return range(first, first + int(os.environ.get("DIFFERENTIAL_CASES", "1000")))
 
 
-def test_random_cases(capsys, monkeypatch):
+def test_random_cases(capsys):
     seed = int(os.environ.get("DIFFERENTIAL_SEED", "1"))
     cases = case_numbers()
     name, version = MPI.get_vendor()
@@ -165,7 +165,7 @@ def test_random_cases(capsys, monkeypatch):
     comms = communicators()
     digests, problems = {}, {}
     for case in cases:
-        group, digest, problem = run_case(seed, case, comms, monkeypatch)
+        group, digest, problem = run_case(seed, case, comms)
         digests[group] = digest
         if problem:
             problems[case] = problem

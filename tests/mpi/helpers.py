@@ -5,12 +5,16 @@ Case files import from here, never from one another.
 """
 
 import hashlib
+import os
+from contextlib import contextmanager
 
 import numpy as np
 from mpi4py import MPI
 
+import mpicoll
+
 __all__ = ["WORLD", "MPI_OPS", "data", "native", "value_bytes", "same_on_all_ranks",
-           "assert_everywhere"]
+           "assert_everywhere", "environment"]
 
 WORLD = MPI.COMM_WORLD
 MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
@@ -56,3 +60,21 @@ def assert_everywhere(comm, ok, message):
     """Raise on every rank if the check failed on any, so all ranks leave the test together."""
     failed = [rank for rank, good in enumerate(comm.allgather(bool(ok))) if not good]
     assert not failed, f"{message} (on ranks {failed})"
+
+
+@contextmanager
+def environment(**values):
+    """Set ``MPICOLL_*`` variables inside the block: mpicoll reads them once, so read again on
+    the way in and out (``mpicoll.reload_environment``)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update({name: str(value) for name, value in values.items()})
+    mpicoll.reload_environment()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        mpicoll.reload_environment()

@@ -1,0 +1,176 @@
+"""What an allreduce will cost: every rank's schedule run against an α-β-γ model of the machine.
+
+``auto`` picks the algorithm with the lowest prediction, MPI's own included, for the size,
+ranks and node layout at hand — also for layouts nobody measured, since the schedules say what
+travels where. Per transport level (same node, across nodes) a message of b bytes costs
+α + b·β, and reducing or copying b bytes costs b·γ. Each algorithm then has two fitted figures
+of its own: its Python overhead per round (``native``: per call), and how far its bytes run
+slower than the plain link's (a factor on β and γ: extra copies, MPI's shared-memory cells).
+``native`` takes the shape of the better of MPI's usual two, recursive doubling and
+Rabenseifner. ``mpicoll tune`` measures α, β, γ and fits the per-algorithm figures on the
+machine at hand; without a tuning file the :data:`BUILTIN` figures apply.
+
+The schedules run as in :mod:`mpicoll.simulate`, with clocks instead of data: a round starts
+after the rank's previous one plus the overhead; a message arrives once both ends have posted
+it, α + β per byte later (a rank's sends in one round leave one after another); a round ends
+with its last arrival, then its local steps take γ per byte.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from .schedule import Copy, Reduce, Scale, Schedule, Send
+
+__all__ = ["Model", "BUILTIN", "NATIVE_SHAPES", "predict", "components", "fit_algorithm"]
+
+NATIVE_SHAPES = ("rd", "rabenseifner")
+"""What ``native`` is predicted as: MPICH's and Open MPI's usual short- and long-message
+algorithms, the better of the two."""
+
+
+@dataclass(frozen=True)
+class Model:
+    """Seconds: ``alpha`` per message and ``beta`` per byte by level ("local": within a node,
+    "remote": across nodes), ``gamma`` per byte reduced or copied; ``algorithms`` maps a name
+    to (overhead in seconds per round — per call for ``native`` —, factor on β and γ)."""
+
+    alpha: dict[str, float]
+    beta: dict[str, float]
+    gamma: float
+    algorithms: dict[str, tuple[float, float]] = field(default_factory=dict)
+    source: str = "built in"
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())),
+                     self.gamma, tuple(sorted(self.algorithms.items())), self.source))
+
+    def of(self, name: str) -> tuple[float, float]:
+        """(overhead, factor) of ``name``; an algorithm never measured gets the mean of those
+        that were (a new one is Python like the others)."""
+        if name in self.algorithms:
+            return self.algorithms[name]
+        mine = [v for k, v in self.algorithms.items() if k != "native"] or [(0.0, 1.0)]
+        return (float(np.mean([o for o, _ in mine])), float(np.mean([f for _, f in mine])))
+
+
+BUILTIN = Model(
+    # Fitted on the 2-core development machine (MPICH 5.0.2 wheel, one node) by
+    # `mpiexec -n 2 python -m mpicoll tune --model tuning.json`, see docs/results.md; "remote"
+    # is the emulated cluster's 1 Gbit/s TCP link (docs/cluster.md).
+    alpha={"local": 1.1e-6, "remote": 60e-6},
+    beta={"local": 1.6e-10, "remote": 8.4e-9},
+    gamma=1.5e-10,
+    algorithms={"ring": (1.2e-6, 1.0), "tree": (1.2e-6, 1.0), "rd": (1.2e-6, 1.0),
+                "rabenseifner": (1.2e-6, 1.0), "hybrid": (1.2e-6, 1.0), "native": (0.0, 1.0)},
+)
+
+
+def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
+                  alpha: dict[str, float], beta: dict[str, float], gamma: float,
+                  overhead: float) -> float:
+    """Seconds until the last rank finishes ``schedules`` (one per rank)."""
+    size = len(schedules)
+    clock = [0.0] * size
+    position = [0] * size
+    posted: list[float | None] = [None] * size
+    channels: dict[tuple[int, int], deque[tuple[float, float]]] = defaultdict(deque)
+    while True:
+        moved = False
+        for r in range(size):
+            rounds = schedules[r].rounds
+            if position[r] == len(rounds):
+                continue
+            rnd = rounds[position[r]]
+            start = posted[r]
+            if start is None:
+                start = posted[r] = clock[r] + overhead
+                queued = 0.0
+                for t in rnd.transfers:
+                    if isinstance(t, Send):
+                        level = "local" if node_of[r] == node_of[t.peer] else "remote"
+                        queued += len(t.region) * itemsize * beta[level]
+                        channels[(r, t.peer)].append((start, queued + alpha[level]))
+                moved = True
+            wanted: dict[int, int] = defaultdict(int)
+            for t in rnd.transfers:
+                if not isinstance(t, Send):
+                    wanted[t.peer] += 1
+            if any(len(channels[(peer, r)]) < n for peer, n in wanted.items()):
+                continue
+            end = start
+            for t in rnd.transfers:
+                if not isinstance(t, Send):
+                    sent, travel = channels[(t.peer, r)].popleft()
+                    end = max(end, max(sent, start) + travel)
+            local = sum(len(s.dst) for s in rnd.local if isinstance(s, (Reduce, Copy, Scale)))
+            clock[r] = end + local * itemsize * gamma
+            position[r] += 1
+            posted[r] = None
+            moved = True
+        if all(position[r] == len(schedules[r].rounds) for r in range(size)):
+            return max(clock)
+        if not moved:
+            raise RuntimeError("the schedules deadlock")  # the simulator's tests rule this out
+
+
+def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
+            itemsize: int = 4) -> float:
+    """Predicted seconds of algorithm ``name`` for ``nbytes`` on ranks laid out as ``nodes``."""
+    overhead, factor = model.of(name)
+    if name == "native":
+        latency, bandwidth, _ = _native_components(nbytes, nodes, model, itemsize)
+        return latency + factor * bandwidth + overhead
+    latency, bandwidth, rounds = components(name, nbytes, nodes, model, itemsize)
+    return latency + factor * bandwidth + overhead * rounds
+
+
+@lru_cache(maxsize=4096)
+def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
+               itemsize: int = 4) -> tuple[float, float, float]:
+    """Seconds of latency (α only), of bytes (β and γ only) and rounds on the critical path of
+    algorithm ``name``: a prediction is latency + factor·bytes + overhead·rounds."""
+    from .algorithm import Layout, Options, build_schedule, get
+    if name == "native":
+        return _native_components(nbytes, nodes, model, itemsize)
+    size = sum(map(len, nodes))
+    node_of = [0] * size
+    for n, ranks in enumerate(nodes):
+        for r in ranks:
+            node_of[r] = n
+    options = Options(256 * 1024, np.dtype(f"V{itemsize}").str)  # only the size matters
+    count = max(1, nbytes // itemsize)
+    schedules = [build_schedule(get(name), Layout(r, size, nodes), count, options)
+                 for r in range(size)]
+    none = {"local": 0.0, "remote": 0.0}
+    return (schedule_time(schedules, itemsize, node_of, model.alpha, none, 0.0, 0.0),
+            schedule_time(schedules, itemsize, node_of, none, model.beta, model.gamma, 0.0),
+            schedule_time(schedules, itemsize, node_of, none, none, 0.0, 1.0))
+
+
+def _native_components(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
+                       itemsize: int) -> tuple[float, float, float]:
+    """``native`` as the better of MPI's usual two, one call's overhead."""
+    shapes = [components(shape, nbytes, nodes, model, itemsize) for shape in NATIVE_SHAPES]
+    latency, bandwidth, _ = min(shapes, key=lambda c: c[0] + c[1])
+    return latency, bandwidth, 1.0
+
+
+def fit_algorithm(measured: list[tuple[float, tuple[float, float, float]]]
+                  ) -> tuple[float, float]:
+    """(overhead, factor) that best explain ``measured`` [(seconds, components), ...] in
+    relative terms (every size counts alike), neither negative."""
+    times = np.array([t for t, _ in measured])
+    latency, bandwidth, rounds = np.array([c for _, c in measured]).T
+    rest = (times - latency) / times
+    both = np.column_stack([rounds / times, bandwidth / times])
+    overhead, factor = np.linalg.lstsq(both, rest, rcond=None)[0]
+    if overhead < 0:
+        overhead, factor = 0.0, float(np.dot(both[:, 1], rest) / np.dot(both[:, 1], both[:, 1]))
+    elif factor < 0:
+        overhead, factor = float(np.dot(both[:, 0], rest) / np.dot(both[:, 0], both[:, 0])), 0.0
+    return float(max(overhead, 0.0)), float(max(factor, 0.0))

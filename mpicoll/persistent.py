@@ -1,0 +1,234 @@
+"""Persistent allreduce, MPI-4 style: ``allreduce_init`` once, then ``start()`` and ``wait()``
+as often as wanted, on the same buffers.
+
+Init is collective, as ``MPI_Allreduce_init``: every rank calls it in the same order. It does
+once what every call would do — check the arguments and the fingerprint, resolve the algorithm,
+take the tags — and binds the plan to the caller's buffers: a plain schedule on host arrays
+becomes MPI persistent requests (``Send_init``/``Recv_init``, one per transfer, started round
+by round with ``Prequest.Startall``), ``native`` becomes ``MPI_Allreduce_init``. Anything else
+(a codec, device arrays) starts its executions afresh on the same buffers and tags.
+
+Starts must come in the same order on every rank, and a request is started again only after
+it completed, as MPI requires of its persistent collectives. That is also why reusing the tags
+is safe: a rank's next start sends only after its previous one completed, and MPI delivers the
+messages between two ranks on one tag in the order they were sent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from . import inflight
+from .engine import _where, bind_steps, mismatch, run_bound_steps
+from .ops import Op
+from .request import Request
+from .schedule import Schedule
+
+__all__ = ["PersistentRequest", "BoundRounds", "BoundNative"]
+
+
+class BoundRounds:
+    """A lowered plan bound to MPI persistent requests: a stage of a request, rerun by
+    :meth:`restart`."""
+
+    __slots__ = ("_requests", "_steps", "_op", "_schedule", "_tag", "_next",
+                 "_pending", "progressed")
+
+    def __init__(self, rounds: tuple, arrays: tuple, comm: MPI.Comm, tag: int, op: Op,
+                 schedule: Schedule):
+        byte = MPI.BYTE
+        self._requests = [
+            [comm.Recv_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in receives]
+            + [comm.Send_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in sends]
+            for receives, sends, _ in rounds]
+        self._steps = [bind_steps(steps, arrays) for _, _, steps in rounds]
+        self._op, self._schedule, self._tag = op, schedule, tag
+        self._next = len(rounds)
+        self._pending: list[MPI.Prequest] | None = None
+        self.progressed = time.monotonic()
+
+    def restart(self) -> BoundRounds:
+        """Post the first round again."""
+        self._next, self._pending = 0, None
+        if self._requests:
+            self._start()
+        return self
+
+    @property
+    def done(self) -> bool:
+        return self._next == len(self._requests) and self._pending is None
+
+    def pending(self) -> list[MPI.Request]:
+        return list(self._pending or ())
+
+    def completed(self, index: int, status: MPI.Status) -> None:
+        """Completed by the progress engine's Waitany: the next Testall sees it inactive."""
+
+    def where(self) -> str:
+        if self.done:
+            return "finished"
+        index = self._next - 1 if self._pending is not None else self._next
+        return _where(self._schedule, index, self._tag) + " (persistent)"
+
+    def test(self) -> bool:
+        while not self.done:
+            if self._pending is None:
+                self._start()
+            if self._pending:
+                try:
+                    if not MPI.Prequest.Testall(self._pending):
+                        return False
+                except MPI.Exception as error:
+                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
+            self._finish()
+        return True
+
+    def wait(self) -> None:
+        while self._next < len(self._requests) or self._pending is not None:
+            if self._pending is None:
+                self._start()
+            if self._pending:
+                try:
+                    MPI.Prequest.Waitall(self._pending)
+                except MPI.Exception as error:
+                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
+            self._finish()
+
+    def free(self) -> None:
+        for requests in self._requests:
+            for request in requests:
+                request.Free()
+        self._requests = []
+
+    def _start(self) -> None:
+        requests = self._requests[self._next]
+        if requests:
+            MPI.Prequest.Startall(requests)
+        self._pending = requests
+        self._next += 1
+
+    def _finish(self) -> None:
+        self._pending = None
+        self.progressed = time.monotonic()
+        steps = self._steps[self._next - 1]
+        if steps:
+            run_bound_steps(steps, self._op)
+
+
+class BoundNative:
+    """``MPI_Allreduce_init`` on the caller's buffers: a stage, rerun by :meth:`restart`.
+
+    An average divides into ``recv`` first and reduces there in place, as ``native`` does.
+    """
+
+    __slots__ = ("_request", "_send", "_recv", "_factor", "_active", "progressed")
+
+    def __init__(self, send: Any, recv: Any, op: Op, comm: MPI.Intracomm, in_place: bool):
+        self._send, self._recv = send, recv
+        self._factor = 1 / comm.Get_size() if op.average else None
+        first = MPI.IN_PLACE if in_place or op.average else send
+        self._request = comm.Allreduce_init(first, recv, op.mpi)
+        self._active = False
+        self.progressed = time.monotonic()
+
+    def restart(self) -> BoundNative:
+        if self._factor is not None:
+            np.multiply(self._send, self._factor, out=self._recv, casting="unsafe")
+        self._request.Start()
+        self._active = True
+        return self
+
+    @property
+    def done(self) -> bool:
+        return not self._active
+
+    def pending(self) -> list[MPI.Request]:
+        return [self._request] if self._active else []
+
+    def completed(self, index: int, status: MPI.Status) -> None:
+        self._active = False
+
+    def where(self) -> str:
+        return "in MPI_Allreduce_init's request" if self._active else "finished"
+
+    def test(self) -> bool:
+        if self._active and self._request.Test():
+            self._active = False
+        return not self._active
+
+    def wait(self) -> None:
+        request = self._request
+        while self._active and not request.Test():
+            pass
+        self._active = False
+
+    def free(self) -> None:
+        self._request.Free()
+
+
+_NOTHING_AFTER: Any = iter(())  # a bound request's one stage is followed by nothing
+
+
+class PersistentRequest(Request):
+    """What ``allreduce_init`` returns: ``start()``, then ``wait()``/``test()`` as any mpicoll
+    request (the progress engine advances it with every other collective in flight); again
+    and again, until ``free()`` (or the end of a ``with`` block)."""
+
+    __slots__ = ("_bound", "_restart", "_freed")
+
+    def __init__(self, result: Any, algorithm: str, codec: str, transport: str, kind: tuple,
+                 number: int, context: Any, bound: BoundRounds | BoundNative | None,
+                 restart: Any):
+        super().__init__(result, algorithm, codec, transport, None, kind, number, context)
+        self._bound = bound       # the plan bound to MPI persistent requests, if it could be
+        self._restart = restart   # else: a fresh run of the executions, on the same tags
+        self._freed = False
+
+    def start(self) -> None:
+        """Start one allreduce of the bound buffers (every rank, in the same order)."""
+        if self._freed:
+            raise ValueError("start() on a freed persistent request")
+        if not self.done:
+            raise RuntimeError("start() while the previous start is in flight: wait() first")
+        self.context.claim()  # ConcurrentUseError if another thread is in a collective here
+        self._error = None
+        if self._bound is None:
+            self.run(self._restart())
+            inflight.add(self)
+        else:  # its first round posted already: into the engine as it is (add would test it)
+            self._stages, self._current = _NOTHING_AFTER, self._bound.restart()
+            inflight.add_posted(self)
+
+    def wait(self) -> Any:
+        """As :meth:`Request.wait`; a bound request alone in flight runs its rounds right here."""
+        bound = self._bound
+        if bound is None or self._current is not bound or not inflight.claim_alone(self):
+            return super().wait()
+        try:
+            bound.wait()
+            self._current = None
+        except BaseException as error:
+            self._stop(error)
+            raise
+        finally:
+            inflight.release_one(self)
+        return self._result
+
+    def free(self) -> None:
+        """Release the MPI requests (after the last wait; a freed request cannot start)."""
+        if not self.done:
+            raise RuntimeError("free() while in flight: wait() first")
+        if not self._freed and self._bound is not None:
+            self._bound.free()
+        self._freed = True
+
+    def __enter__(self) -> PersistentRequest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.free()

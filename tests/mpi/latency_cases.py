@@ -1,0 +1,205 @@
+"""The lean call path, persistent requests and the native algorithm, on real processes (run by
+tests/test_latency.py under mpiexec at several process counts).
+
+The fast path (mpicoll.fastpath) must never change what travels: a rank on it and a rank on
+the full path must send the same messages, with the same tags, after the same checks.
+"""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from helpers import WORLD, assert_everywhere, data, environment, native, same_on_all_ranks
+
+import mpicoll
+from mpicoll import fastpath
+from mpicoll.algorithm import names
+
+PLAIN = list(names(plain=True)) + ["auto"]
+
+
+@pytest.mark.parametrize("algorithm", PLAIN)
+@pytest.mark.parametrize("inplace", [False, True], ids=["out-of-place", "in-place"])
+def test_repeated_calls_mixing_fast_and_full_paths(algorithm, inplace):
+    """Thirty calls of one kind with new values each time. Odd ranks pass views every other
+    call (their base is set, so they take the full path) while even ranks repeat their own
+    arrays (the fast path): results must still equal MPI's, the same bits on every rank."""
+    rank, p = WORLD.Get_rank(), WORLD.Get_size()
+    for dtype, op in (("f8", "sum"), ("i4", "max"), ("f4", "avg")):
+        for count in (1, p + 1, 97):
+            x = data(WORLD, count, dtype, "sum" if op == "avg" else op)
+            out = np.empty_like(x)
+            ok, agree = True, True
+            for i in range(30):
+                x[...] = data(WORLD, count, dtype, "sum" if op == "avg" else op, seed=i)
+                ref = native(WORLD, x, "sum" if op == "avg" else op)
+                if op == "avg":
+                    ref = ref / p
+                send, recv = (x[:], out[:]) if rank % 2 and i % 2 else (x, out)
+                result = mpicoll.allreduce(send, send if inplace else recv, op=op,
+                                           algorithm=algorithm)
+                got = send if inplace else recv
+                ok &= result is got and (np.allclose(got, ref, atol=1e-5) if op == "avg"
+                                         else np.array_equal(got, ref))
+                agree &= same_on_all_ranks(WORLD, got)
+            assert_everywhere(WORLD, ok, f"{algorithm} {dtype} {op} count {count}: wrong result")
+            assert agree, "ranks ended with different bits"
+
+
+def test_the_fast_path_is_taken():
+    """The second call of a kind runs without building a request: the shortcut stays, and a
+    call that differs (another count) replaces it."""
+    x = np.ones(10)
+    mpicoll.allreduce(x, algorithm="ring")
+    first = fastpath.last
+    mpicoll.allreduce(x, algorithm="ring")
+    assert fastpath.last is first and first is not None
+    mpicoll.allreduce(np.ones(11), algorithm="ring")
+    assert fastpath.last is not first
+
+
+@pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs two ranks")
+def test_blocking_calls_while_requests_are_in_flight():
+    """A blocking call of a verified kind while a nonblocking one is in flight: the full path
+    runs it and drives the other meanwhile, so rank 0 may wait on its request after the
+    blocking call while the others wait before it (any order, as in MPI)."""
+    x, y = np.ones(50_000), np.ones(7)
+    mpicoll.allreduce(y, algorithm="rd")
+    mpicoll.allreduce(y, algorithm="rd")  # the fast path is set up for this kind
+    request = mpicoll.iallreduce(x, algorithm="ring")
+    if WORLD.Get_rank() == 0:
+        small = mpicoll.allreduce(y, algorithm="rd")
+        big = request.wait()
+    else:
+        big = request.wait()
+        small = mpicoll.allreduce(y, algorithm="rd")
+    p = WORLD.Get_size()
+    assert_everywhere(WORLD, np.all(big == p) and np.all(small == p), "wrong sums")
+
+
+def test_reload_environment():
+    """MPICOLL_ALGORITHM is read once; reload_environment() reads it again, fast path included."""
+    x = np.ones(5)
+    with environment(MPICOLL_ALGORITHM="tree"):
+        mpicoll.allreduce(x)
+        mpicoll.allreduce(x)
+        first = fastpath.last.name
+    with environment(MPICOLL_ALGORITHM="ring"):
+        mpicoll.allreduce(x)
+        second = fastpath.last.name
+    assert (first, second) == ("tree", "ring")
+
+
+@pytest.mark.parametrize("algorithm", ["rd", "ring", "native"])
+def test_overflow_on_the_fast_path_gives_the_mpi_result(algorithm):
+    """Sums beyond float32's range give inf, as MPI's, even where NumPy is told to raise."""
+    x = np.full(4, 3e38, np.float32)
+    ref = native(WORLD, x, "sum")
+    with np.errstate(all="raise"):
+        outs = [mpicoll.allreduce(x, algorithm=algorithm) for _ in range(3)]
+    assert_everywhere(WORLD, all(np.array_equal(o, ref) for o in outs), "differs from MPI")
+
+
+@pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs a rank that has not started yet")
+def test_a_second_thread_during_a_fast_blocking_call_is_refused():
+    """Thread A blocks on the fast path (the last rank joins late); thread B starts a collective
+    on the same communicator meanwhile: ConcurrentUseError, and A's call still completes."""
+    comm = WORLD.Dup()
+    x = np.ones(8)
+    mpicoll.allreduce(x, comm=comm, algorithm="rd")
+    late = WORLD.Get_rank() == WORLD.Get_size() - 1
+    errors, results = [], []
+    if late:
+        time.sleep(0.5)
+        results.append(mpicoll.allreduce(x, comm=comm, algorithm="rd"))
+    else:
+        blocked = threading.Thread(
+            target=lambda: results.append(mpicoll.allreduce(x, comm=comm, algorithm="rd")))
+        blocked.start()
+        time.sleep(0.2)
+        try:
+            mpicoll.allreduce(np.ones(3), comm=comm, algorithm="tree")
+        except mpicoll.ConcurrentUseError as error:
+            errors.append(error)
+        blocked.join()
+    assert_everywhere(WORLD, late or len(errors) == 1, f"not refused: {errors}")
+    assert_everywhere(WORLD, np.all(results[0] == WORLD.Get_size()), "wrong sum")
+    comm.Free()
+
+
+# ---- allreduce_init
+
+@pytest.mark.parametrize("algorithm", PLAIN)
+def test_persistent_requests_reused(algorithm):
+    """One request per (dtype, op, in place), started five times on changing inputs."""
+    p = WORLD.Get_size()
+    for dtype, op in (("f8", "sum"), ("i8", "prod"), ("u2", "min"), ("f4", "avg")):
+        for inplace in (False, True):
+            for count in (0, 1, 2 * p + 1, 300):
+                x = data(WORLD, count, dtype, "sum" if op == "avg" else op)
+                out = x if inplace else np.empty_like(x)
+                ok = True
+                with mpicoll.allreduce_init(x, out, op=op, algorithm=algorithm) as request:
+                    for i in range(5):
+                        x[...] = data(WORLD, count, dtype, "sum" if op == "avg" else op, seed=i)
+                        ref = native(WORLD, x, "sum" if op == "avg" else op)
+                        request.start()
+                        result = request.wait()
+                        ok &= result is out and (np.allclose(out, ref / p, atol=1e-5) if op == "avg"
+                                                 else np.array_equal(out, ref))
+                assert_everywhere(WORLD, ok, f"{algorithm} {dtype} {op} count {count} "
+                                             f"{'in place' if inplace else ''}: wrong result")
+                assert same_on_all_ranks(WORLD, out)
+
+
+def test_persistent_requests_complete_in_any_order_on_sub_communicators():
+    """Two persistent requests on two halves' communicators and one on the world, started in
+    the same order everywhere and waited in different orders on different ranks."""
+    rank = WORLD.Get_rank()
+    half = WORLD.Split(rank % 2, rank)
+    x, y, z = np.full(1000, 1.0), np.full(10, 2.0), np.full(333, 3.0)
+    requests = [mpicoll.allreduce_init(x, algorithm="ring", comm=half),
+                mpicoll.allreduce_init(y, algorithm="rd", comm=WORLD),
+                mpicoll.allreduce_init(z, algorithm="tree", comm=half)]
+    ok = True
+    for step in range(4):
+        for r in requests:
+            r.start()
+        order = requests[::-1] if (rank + step) % 2 else requests
+        results = {id(r): r.wait() for r in order}
+        got = [results[id(r)] for r in requests]
+        ok &= bool(np.all(got[0] == half.Get_size()) and np.all(got[1] == 2 * WORLD.Get_size())
+                   and np.all(got[2] == 3 * half.Get_size()))
+    for r in requests:
+        r.free()
+    assert_everywhere(WORLD, ok, "wrong sums")
+    half.Free()
+
+
+def test_persistent_misuse_is_refused():
+    x = np.ones(4)
+    request = mpicoll.allreduce_init(x, algorithm="rd")
+    request.start()
+    with pytest.raises(RuntimeError, match="in flight"):
+        request.start()
+    request.wait()
+    request.free()
+    with pytest.raises(ValueError, match="freed"):
+        request.start()
+
+
+def test_persistent_with_a_codec_restarts_its_executions():
+    """A codec cannot be bound to fixed MPI requests (frames are encoded per start): each start
+    runs the executions afresh on the same buffers and tags, with error feedback carried."""
+    rng = np.random.default_rng(WORLD.Get_rank())
+    x = rng.standard_normal(2000).astype(np.float32)
+    out = np.empty_like(x)
+    with mpicoll.allreduce_init(x, out, codec="int8+ef", algorithm="ring") as request:
+        for _ in range(3):
+            request.start()
+            request.wait()
+            ref = native(WORLD, x, "sum")
+            close = np.allclose(out, ref, atol=0.1 * WORLD.Get_size(), rtol=0.05)
+            assert_everywhere(WORLD, close, "int8 sum too far from MPI's")
+            assert same_on_all_ranks(WORLD, out)

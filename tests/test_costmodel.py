@@ -1,0 +1,72 @@
+"""The cost model auto follows: every rank's schedule run on clocks (mpicoll.costmodel), the fit
+of tune's measurements, and the tuning file."""
+
+import json
+
+import pytest
+
+import mpicoll
+from mpicoll import costmodel, tune
+from mpicoll.algorithm import Layout, select
+from mpicoll.costmodel import Model, components, fit_algorithm, predict
+
+ALPHA, BETA, GAMMA = 2e-6, 1e-9, 3e-10
+MODEL = Model({"local": ALPHA, "remote": 50 * ALPHA}, {"local": BETA, "remote": 10 * BETA}, GAMMA)
+
+
+def one_node(p):
+    return (tuple(range(p)),)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_the_textbook_costs_come_out_of_the_schedules(p):
+    """Ring: 2(p-1) rounds of n/p; recursive doubling: lg p rounds of n (p a power of two)."""
+    n = 1 << 20
+    latency, bandwidth, rounds = components("ring", n, one_node(p), MODEL)
+    assert rounds == 2 * (p - 1) and latency == pytest.approx(2 * (p - 1) * ALPHA)
+    assert bandwidth == pytest.approx(2 * (p - 1) / p * n * BETA + (p - 1) / p * n * GAMMA, rel=1e-6)
+    lg = p.bit_length() - 1
+    latency, bandwidth, rounds = components("rd", n, one_node(p), MODEL)
+    assert rounds == lg and latency == pytest.approx(lg * ALPHA)
+    assert bandwidth == pytest.approx(lg * n * (BETA + GAMMA), rel=1e-6)
+
+
+def test_native_is_the_better_of_mpis_usual_two_plus_its_overhead():
+    model = Model(MODEL.alpha, MODEL.beta, GAMMA, {"native": (1e-6, 2.0)})
+    for n in (8, 1 << 24):
+        shapes = [components(s, n, one_node(4), model) for s in costmodel.NATIVE_SHAPES]
+        latency, bandwidth, _ = min(shapes, key=lambda c: c[0] + c[1])
+        assert predict("native", n, one_node(4), model) == pytest.approx(latency + 2 * bandwidth + 1e-6)
+
+
+def test_slow_links_make_hierarchy_pay():
+    """Predicted for a layout nobody measured: 8 nodes of 8 ranks behind slow links, 64 MiB."""
+    nodes = tuple(tuple(range(8 * k, 8 * k + 8)) for k in range(8))
+    assert predict("hybrid", 64 << 20, nodes, MODEL) < predict("ring", 64 << 20, nodes, MODEL)
+    assert predict("rd", 8, nodes, MODEL) < predict("ring", 8, nodes, MODEL)
+
+
+def test_fit_recovers_an_overhead_and_a_factor():
+    overhead, factor = 3e-6, 1.7
+    points = []
+    for n in (8, 1024, 1 << 16, 1 << 20, 1 << 24):
+        c = components("ring", n, one_node(4), MODEL)
+        points.append((c[0] + factor * c[1] + overhead * c[2], c))
+    assert fit_algorithm(points) == pytest.approx((overhead, factor), rel=1e-6)
+
+
+def test_a_tuning_file_round_trips_and_auto_follows_it(tmp_path, monkeypatch):
+    path = tmp_path / "tuning.json"
+    slow_native = Model(MODEL.alpha, MODEL.beta, GAMMA, {"native": (1.0, 1.0), "rd": (0.0, 1.0)})
+    tune.save(str(path), slow_native, 4, 1, "test")
+    monkeypatch.setenv("MPICOLL_TUNING", str(path))
+    mpicoll.reload_environment()
+    try:
+        assert tune.model_in_force().algorithms == slow_native.algorithms
+        assert select.choose(8, Layout(0, 4, one_node(4))) != "native"  # a second per call
+        path.write_text(json.dumps({"mpicoll_tuning": 1, "rules": []}))
+        with pytest.raises(ValueError, match="run `python -m mpicoll tune` again"):
+            tune.model_in_force()
+    finally:
+        monkeypatch.delenv("MPICOLL_TUNING")
+        mpicoll.reload_environment()
