@@ -1,7 +1,7 @@
 #!/bin/bash
 # mpicoll without Slurm: the benchmark, a tuning run or the training demo under mpiexec/mpirun.
 #   NP=8 ./mpicoll.mpirun.sh bench -m 8:64M -i 20
-#   ./mpicoll.mpirun.sh tune --rules tuning.json
+#   ./mpicoll.mpirun.sh tune --model tuning.json
 #   ./mpicoll.mpirun.sh train --steps 500
 # Environment:
 #   NP              MPI ranks (default 4)

@@ -147,7 +147,7 @@ def run(settings: Settings, comm: MPI.Intracomm, *, progress: bool = True,
             x = lossy if method[1] else exact
             out[method] = np.empty_like(x)
             calls[method] = _call(x, out[method], op, method[0], codec_of[method], comm)
-        samples = _measure(comm, calls, settings)
+        samples = measure(comm, calls, settings)
         for algorithm, spec in settings.methods:
             result = out[(algorithm, spec)]
             if spec or op.average:  # lossy, or divided before summing: no exact answer to match
@@ -204,7 +204,7 @@ def record_phases(settings: Settings, comm: MPI.Intracomm) -> list[timing.Record
     return rec.records
 
 
-def _measure(comm: MPI.Intracomm, calls: dict[Method, Callable[[], object]], settings: Settings
+def measure(comm: MPI.Intracomm, calls: dict[Method, Callable[[], object]], settings: Settings
              ) -> dict[Method, np.ndarray]:
     """Per-call seconds of each method, one sample per repetition, slowest rank's."""
     for call in calls.values():

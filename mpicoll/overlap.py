@@ -33,6 +33,7 @@ from mpi4py import MPI
 
 from . import api, codecs, inflight
 from ._array import Array, array_module, is_device, same_module, writeable
+from .persistent import PersistentRequest
 from .request import Request
 
 __all__ = ["BucketManager", "Metrics", "overlap_percent", "POLICIES"]
@@ -77,6 +78,7 @@ class _Bucket:
     codec: AnyCodec | None = None
     pending: set[int] = field(default_factory=set)
     request: Request | None = None
+    persistent: PersistentRequest | None = None  # made on the first start, reused every step
     started: float = 0.0
     seconds: float = 0.0
 
@@ -90,7 +92,7 @@ class BucketManager:
         comm: communicator (``MPI.COMM_WORLD`` when None).
         bucket_bytes, first_bucket_bytes: bucket size caps.
         op: "avg" (the default, as for gradients) or "sum".
-        algorithm: passed to ``mpicoll.iallreduce``.
+        algorithm: passed to ``mpicoll.allreduce_init`` (one persistent request per bucket).
         codec: a codec name, or a zero-argument callable returning a codec (e.g.
             ``lambda: codecs.ErrorFeedback(codecs.get("int8"))``): each bucket gets its own,
             since error feedback and adaptive thresholds are state.
@@ -213,9 +215,17 @@ class BucketManager:
                 self._next += 1
 
     def _start(self, bucket: _Bucket) -> Request:
-        """Start one bucket's allreduce in place; returns what ``test()``/``wait()`` advance."""
-        return api.iallreduce(bucket.flat, bucket.flat, op=self.op, algorithm=self.algorithm,
-                              comm=self.comm, codec=bucket.codec)
+        """Start one bucket's allreduce in place; returns what ``test()``/``wait()`` advance.
+
+        A bucket reuses its buffer every step, so its allreduce is persistent
+        (``allreduce_init``, made on the first start: checks, plan and tags once, MPI
+        persistent requests bound to the buffer)."""
+        if bucket.persistent is None:
+            bucket.persistent = api.allreduce_init(bucket.flat, bucket.flat, op=self.op,
+                                                   algorithm=self.algorithm, comm=self.comm,
+                                                   codec=bucket.codec)
+        bucket.persistent.start()
+        return bucket.persistent
 
     def _poll(self) -> bool:
         inflight.progress()  # one pass advances every bucket (and every other collective)

@@ -1,4 +1,5 @@
-"""Figures from bench HDF5 files: latency and bus bandwidth against message size."""
+"""Figures from bench HDF5 files: latency, bus bandwidth and the ratio to native against
+message size."""
 
 from __future__ import annotations
 
@@ -27,24 +28,28 @@ def bench_figure(path: str, run: int | None = None, out: str | None = None) -> s
         if not len(rows):
             raise ValueError(f"{path} has no bench rows for run {run}")
         attrs = dict(f["runs"][str(run)].attrs)
-    fig, (lat, bw) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (lat, bw, rel) = plt.subplots(1, 3, figsize=(18, 4.8))
     native = _unique_by_size(rows)
-    series = [("native MPI_Allreduce", native["size"], native["native_us"], native["native_bus"])]
+    series = [("native MPI_Allreduce", native["size"], native["native_us"], native["native_bus"],
+               np.ones(len(native)))]
     for name, codec in dict.fromkeys(zip(rows["algorithm"], rows["codec"])):
         sel = rows[(rows["algorithm"] == name) & (rows["codec"] == codec)]
         label = name.decode() + (f" + {codec.decode()}" if codec else "")
-        series.append((label, sel["size"], sel["time_us"], sel["busbw"]))
-    for label, size, time_us, busbw in series:
+        series.append((label, sel["size"], sel["time_us"], sel["busbw"], sel["ratio"]))
+    for label, size, time_us, busbw, ratio in series:
         style = dict(marker="o", ms=3, label=label, lw=2.5 if label.startswith("native") else 1.5,
                      color="black" if label.startswith("native") else None)
         lat.plot(size, time_us, **style)
         bw.plot(size, busbw, **style)
-    for ax, ylabel in ((lat, "time per allreduce (µs, median)"), (bw, "busbw (GB/s)")):
+        rel.plot(size, ratio, **style)
+    for ax, ylabel in ((lat, "time per allreduce (µs, median)"), (bw, "busbw (GB/s)"),
+                       (rel, "ratio to native (median of interleaved ratios)")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
     lat.set_yscale("log")
+    rel.set_yscale("log", base=2)
     lat.legend()
     size = rows["ranks"][0]
     fig.suptitle(f"{Path(path).name} run {run}: {size} ranks, {rows['nodes'][0]} node(s), "

@@ -20,7 +20,7 @@ import slurm_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"bench": ["-m", "8:1K", "-i", "3", "-x", "1"],
-         "tune": ["-m", "8:1K", "-i", "3", "-x", "1", "--rules", "rules.json"],
+         "tune": ["-m", "8:1K", "-i", "3", "-x", "1", "--model", "model.json"],
          "train": ["--steps", "20"]}
 TIMEOUT = 180  # seconds for any one job; nothing may hang CI
 
@@ -32,15 +32,15 @@ def job_env(**extra):
 
 
 def assert_output(path, command, workdir):
-    """bench and tune write /bench rows; train writes timing records; tune also its rules."""
+    """bench and tune write /bench rows; train writes timing records; tune also its model."""
     table = "records" if command == "train" else "bench"
     with h5py.File(path, "r") as f:
         assert table in f, f"{path} has no root dataset {table!r}: {list(f)}"
         assert len(f[table]) >= 1, f"{path}: dataset {table!r} is empty"
         assert "1" in f["runs"]
     if command == "tune":
-        rules = json.loads((workdir / "rules.json").read_text())
-        assert rules["rules"] and rules["ranks"] == 2
+        model = json.loads((workdir / "model.json").read_text())
+        assert model["algorithms"] and model["ranks"] == 2
 
 
 @pytest.fixture(scope="module")
