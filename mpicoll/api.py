@@ -64,12 +64,14 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
     shortcut = fastpath.last
     if shortcut is not None and codec is None:
         result = shortcut(sendbuf, recvbuf, op, algorithm, comm)
+        if result is None:
+            result = fastpath.retry(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
             return result
     request, shortcut = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
     result = request.wait()
     if shortcut is not None:
-        fastpath.last = shortcut
+        fastpath.keep(shortcut)
     return result
 
 

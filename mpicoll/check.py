@@ -58,6 +58,8 @@ def refresh() -> None:
     """Read ``MPICOLL_CHECK`` again."""
     global every_call
     every_call = _read()
+    from . import fastpath  # which calls are checked changed: no call may skip that
+    fastpath.forget()
 
 
 def tag_bits(kind: tuple) -> int:

@@ -218,6 +218,7 @@ def _capabilities(a: Algorithm) -> str:
             "" if a.plain else "only with a codec",
             "commutative ops" if a.needs_commutative else "",
             "one node" if a.one_node else "",
+            "compresses between nodes only" if a.compresses and not a.compresses_in_node else "",
             f"tuned by {', '.join(a.tunables)}" if a.tunables else ""]
     said = [s for s in said if s]
     return f" ({'; '.join(said)})" if said else ""

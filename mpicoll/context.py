@@ -73,7 +73,6 @@ class Context:
         self._calls = itertools.count()  # collectives started, the same on every rank
         self._tags = itertools.count()   # message tags taken (a collective takes one per stage)
         self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
-        self.verified_epoch = 0  # counts forgettings of every verified kind (fast path: valid?)
         self._owner: int | None = None   # the thread that started the last collective
         self.busy = False  # a blocking call on the fast path is running (mpicoll.fastpath)
         _LIVE.add(self)
@@ -145,7 +144,8 @@ class Context:
         when there are many keeps the memory bounded and the ranks in step."""
         if len(self._verified) >= MAX_VERIFIED:
             self._verified.clear()
-            self.verified_epoch += 1
+            from . import fastpath  # a shortcut's kind is no longer verified
+            fastpath.forget()
         self._verified[kind] = bits
 
     def next_tags(self, count: int, kind_bits: int = 0) -> tuple[int, ...]:

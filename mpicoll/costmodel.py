@@ -59,14 +59,19 @@ class Model:
 
 
 BUILTIN = Model(
-    # Fitted on the 2-core development machine (MPICH 5.0.2 wheel, one node) by
-    # `mpiexec -n 2 python -m mpicoll tune --model tuning.json`, see docs/results.md; "remote"
-    # is the emulated cluster's 1 Gbit/s TCP link (docs/cluster.md).
-    alpha={"local": 1.1e-6, "remote": 60e-6},
-    beta={"local": 1.6e-10, "remote": 8.4e-9},
-    gamma=1.5e-10,
-    algorithms={"ring": (1.2e-6, 1.0), "tree": (1.2e-6, 1.0), "rd": (1.2e-6, 1.0),
-                "rabenseifner": (1.2e-6, 1.0), "hybrid": (1.2e-6, 1.0), "native": (0.0, 1.0)},
+    # Fitted on the 2-core development machine (MPICH 5.0.2 wheel, one node, one rank per
+    # core) by `mpiexec -n 2 python -m mpicoll tune -m 8:64M -f 2 -i 10` (docs/results.md).
+    # "remote" is not measured there: a 1 Gbit/s link's β and a TCP round trip's α, as the
+    # emulated cluster has them (docs/cluster.md).
+    alpha={"local": 2.13e-06, "remote": 60e-6},
+    beta={"local": 9.69e-11, "remote": 8.4e-9},
+    gamma=3.14e-11,
+    algorithms={"ring": (6.37e-07, 1.51),
+                "tree": (7.26e-07, 1.16),
+                "rd": (1.51e-06, 1.3),
+                "rabenseifner": (6.53e-07, 1.4),
+                "hybrid": (6.35e-07, 1.42),
+                "native": (3.75e-07, 1.83)},
 )
 
 

@@ -9,10 +9,12 @@ lowered to flat tuples (:func:`mpicoll.engine.lower`), with nothing built per ca
 
 Every rank must send the same messages whichever path it takes, so the fast path decides
 nothing the full path would decide differently: it takes the collective's number and tag the
-same way, and steps aside (returns None) whenever the full path has something to do — a kind
-not verified on this communicator (its fingerprint check), another collective in flight (the
-progress engine must drive it while this one waits), timing records, ``MPICOLL_CHECK=1``, the
-watchdog, arrays that are not plain NumPy or might overlap.
+same way, and steps aside (returns None) whenever the full path has something to do: another
+collective in flight (the progress engine must drive it while this one waits), arrays that are
+not plain NumPy or might overlap. What changes rarely is not looked at per call: a shortcut is
+made only without timing records, ``MPICOLL_CHECK=1`` or the watchdog, and is dropped
+(:func:`forget`) when any of them starts or a communicator forgets its verified kinds (whose
+fingerprint check the full path then makes again, on every rank alike).
 """
 
 from __future__ import annotations
@@ -26,27 +28,56 @@ from mpi4py.MPI import IN_PLACE
 
 from . import check, inflight, timing, watchdog
 from .algorithm import Algorithm, native
+from .algorithm.native import SPINS
 from .context import Context
 from .engine import bind, lower, run_bound
 from .ops import Op
 
-__all__ = ["Shortcut", "last", "forget"]
+__all__ = ["Shortcut", "last", "keep", "retry", "forget"]
 
 last: Shortcut | None = None
-"""The previous blocking call's shortcut (one for the process: a call that differs replaces it)."""
+"""The most recent blocking call's shortcut, tried first."""
+older: list[Shortcut] = []
+"""Those of the calls of other kinds before it, most recent first: a loop that alternates a
+few kinds of call (a solver's dot products and norms; bench's methods) keeps them all."""
+KEPT = 8
+
+
+def keep(shortcut: Shortcut) -> None:
+    """Make ``shortcut`` the first tried; the least recent beyond :data:`KEPT` is dropped."""
+    global last
+    if last is not None:
+        older.insert(0, last)
+        del older[KEPT - 1:]
+    last = shortcut
+
+
+def retry(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
+    """The result from an older shortcut that fits the call (it becomes the first tried), or
+    None: the full path must run it."""
+    global last
+    for i, shortcut in enumerate(older):
+        result = shortcut(sendbuf, recvbuf, op, algorithm, comm)
+        if result is not None:
+            del older[i]
+            keep(shortcut)
+            return result
+    return None
 
 
 def forget() -> None:
-    """Drop the shortcut (the environment was read again)."""
+    """Drop every shortcut: what a call must do changed (the environment was read again, timing
+    records began, the watchdog started, a communicator forgot its verified kinds)."""
     global last
     last = None
+    older.clear()
 
 
 class Shortcut:
     """Runs a blocking allreduce of one kind; made by the full path after such a call ran."""
 
     __slots__ = ("comm", "op_arg", "algorithm_arg", "dtype", "shape", "strides", "in_place",
-                 "flat", "ctx", "op", "epoch", "tag_high", "schedule", "rounds", "tmp", "native",
+                 "flat", "ctx", "op", "tag_high", "schedule", "rounds", "tmp", "native",
                  "name", "post", "mpi_op", "average", "last_send", "last_recv", "bound",
                  "bound_recv")
 
@@ -55,7 +86,7 @@ class Shortcut:
         self.op_arg, self.algorithm_arg, self.comm = args
         self.dtype, self.shape, self.strides = send.dtype, send.shape, send.strides
         self.in_place, self.flat = in_place, send.ndim != 1
-        self.ctx, self.op, self.epoch = ctx, op, ctx.verified_epoch
+        self.ctx, self.op = ctx, op
         self.tag_high = ctx.tag_base(kind_bits)
         self.native = schedule is None
         self.post, self.mpi_op, self.average = ctx.comm.Iallreduce, op.mpi, op.average
@@ -72,8 +103,10 @@ class Shortcut:
     def make(args: tuple, send: Any, recv: Any, ctx: Context, kind_bits: int, op: Op,
              algorithm: Algorithm, schedule: Any) -> Shortcut | None:
         """A shortcut for calls like this one (``schedule``: the plan that ran, None for
-        native), or None if the fast path cannot run them."""
-        if type(send) is not np.ndarray or (schedule is None and algorithm is not native.ALGORITHM):
+        native), or None if the fast path cannot run them. Whatever would change that later
+        (:func:`forget`'s callers) drops the shortcut, so a call need not look again."""
+        if type(send) is not np.ndarray or (schedule is None and algorithm is not native.ALGORITHM) \
+                or check.every_call or timing._active is not None or watchdog._thread is not None:
             return None
         rounds = () if schedule is None else lower(schedule)
         if rounds is None:
@@ -83,7 +116,8 @@ class Shortcut:
     def __call__(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
         """The result of ``allreduce(sendbuf, recvbuf, op=op, algorithm=algorithm,
         comm=comm)``, or None when the full path must run it."""
-        if comm is not self.comm or op != self.op_arg or algorithm != self.algorithm_arg:
+        if comm is not self.comm or (op is not self.op_arg and op != self.op_arg) \
+                or algorithm != self.algorithm_arg:
             return None
         dtype, shape, strides = self.dtype, self.shape, self.strides
         if sendbuf is self.last_send and recvbuf is self.last_recv and recvbuf is not None:
@@ -110,8 +144,7 @@ class Shortcut:
         else:
             recv = recvbuf
         ctx = self.ctx
-        if inflight._outstanding or ctx.verified_epoch != self.epoch or check.every_call \
-                or timing._active is not None or watchdog._thread is not None:
+        if inflight._outstanding:  # the progress engine must drive them while this one waits
             return None
         if get_ident() != ctx._owner or ctx.busy:  # ctx.claim(), inlined
             ctx.claim()  # ConcurrentUseError if another thread is in a collective here
@@ -123,8 +156,11 @@ class Shortcut:
                     np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
                     sendbuf = recv
                 request = self.post(IN_PLACE if sendbuf is recv else sendbuf, recv, self.mpi_op)
-                while not request.Test():
-                    pass
+                for _ in SPINS:  # native.complete(request), inlined
+                    if request.Test():
+                        break
+                else:
+                    request.Wait()
             else:
                 tag = self.tag_high + next(ctx._tags) % ctx._sequence_mod
                 if recv is not self.bound_recv or sendbuf is not self.last_send:

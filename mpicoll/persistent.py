@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import inflight
+from .algorithm.native import complete
 from .engine import _where, bind_steps, mismatch, run_bound_steps
 from .ops import Op
 from .request import Request
@@ -161,9 +162,8 @@ class BoundNative:
         return not self._active
 
     def wait(self) -> None:
-        request = self._request
-        while self._active and not request.Test():
-            pass
+        if self._active:
+            complete(self._request)
         self._active = False
 
     def free(self) -> None:

@@ -73,6 +73,8 @@ def recording(recorder: Recorder | None = None) -> Iterator[Recorder]:
     """Record every collective started inside the block (nestable; the inner one wins)."""
     global _active
     previous, _active = _active, recorder or Recorder()
+    from . import fastpath  # recorded calls take the full path, which records
+    fastpath.forget()
     try:
         yield _active
     finally:

@@ -58,6 +58,8 @@ def ensure_started() -> None:
         _thread = threading.Thread(target=_watch, args=(timeout(),), name="mpicoll-watchdog",
                                    daemon=True)
         _thread.start()
+        from . import fastpath  # watched calls take the full path, which the watchdog sees
+        fastpath.forget()
 
 
 class Blocked:

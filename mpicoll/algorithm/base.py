@@ -112,6 +112,8 @@ class Algorithm:
         plain: whether it runs without a codec.
         needs_commutative: whether it reorders operands (a ring starts each chunk elsewhere).
         one_node: whether every rank must share one node.
+        compresses_in_node: whether a codec compresses messages inside a node too (hybrid's
+            only travel between nodes: on one node it runs plain).
         tunables: environment variables that change its plans.
         tags: message tags one call takes (each stage of a multi-stage run needs its own).
     """
@@ -124,6 +126,7 @@ class Algorithm:
     plain: bool = True
     needs_commutative: bool = False
     one_node: bool = False
+    compresses_in_node: bool = True
     tunables: tuple[str, ...] = ()
     tags: int = 1
 

@@ -38,4 +38,4 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
 
 ALGORITHM = Algorithm("hybrid", "ring inside each node, rings of same-local-rank peers between nodes",
                       plan=plan, compresses=frozenset({"dense"}), needs_commutative=True,
-                      tunables=("MPICOLL_TREE_SEGMENT",))
+                      compresses_in_node=False, tunables=("MPICOLL_TREE_SEGMENT",))

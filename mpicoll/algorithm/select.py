@@ -76,8 +76,10 @@ def resolve(asked: Algorithm | str | None, nbytes: int, layout: Layout, codec_ki
         return _fitting(layout, commutative, lambda a: "sparse" in a.compresses)[0]
     if asked is not None:
         return asked
+    one_node = len(layout.nodes) == 1
     fits = _fitting(layout, commutative, lambda a: accepts(a, codec_kind)
-                    and (a.plan is not None or (native and a.name == "native")))
+                    and (a.plan is not None or (native and a.name == "native"))
+                    and not (codec_kind and one_node and not a.compresses_in_node))
     return get(choose(nbytes, layout, tuple(a.name for a in fits), itemsize))
 
 

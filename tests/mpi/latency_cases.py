@@ -48,15 +48,18 @@ def test_repeated_calls_mixing_fast_and_full_paths(algorithm, inplace):
 
 
 def test_the_fast_path_is_taken():
-    """The second call of a kind runs without building a request: the shortcut stays, and a
-    call that differs (another count) replaces it."""
+    """The second call of a kind runs without building a request: the shortcut stays; a call
+    that differs (another count) makes its own, and the first one is found again."""
     x = np.ones(10)
     mpicoll.allreduce(x, algorithm="ring")
     first = fastpath.last
     mpicoll.allreduce(x, algorithm="ring")
     assert fastpath.last is first and first is not None
     mpicoll.allreduce(np.ones(11), algorithm="ring")
-    assert fastpath.last is not first
+    second = fastpath.last
+    assert second is not first
+    mpicoll.allreduce(x, algorithm="ring")  # alternating kinds keep their shortcuts
+    assert fastpath.last is first and fastpath.older[0] is second
 
 
 @pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs two ranks")

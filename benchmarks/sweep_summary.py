@@ -1,0 +1,64 @@
+"""Several runs of one bench sweep, summarized: per size and algorithm the median over runs of
+each run's ratio to native [range], what auto ran, and the best algorithm that is not MPI's own.
+
+    python benchmarks/sweep_summary.py run1.txt run2.txt run3.txt   # bench tables (stdout)
+
+A run's ratio is already a median of interleaved repetitions (``mpicoll bench``); the median
+over runs keeps one noisy run on a shared machine from deciding a row.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections import defaultdict
+
+
+def read(path: str) -> dict[tuple[int, str], tuple[float, str, float]]:
+    """(size, algorithm) -> (ratio, what ran, native µs) from one bench table."""
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            cells = line.split()
+            if len(cells) >= 14 and cells[0].isdigit() and cells[6] == "-":
+                rows[(int(cells[0]), cells[4])] = (float(cells[11]), cells[5], float(cells[10]))
+    return rows
+
+
+def main(paths: list[str]) -> None:
+    runs = [read(p) for p in paths]
+    ratios: dict[tuple[int, str], list[float]] = defaultdict(list)
+    ran: dict[tuple[int, str], set[str]] = defaultdict(set)
+    native: dict[int, list[float]] = defaultdict(list)
+    for rows in runs:
+        for (size, name), (ratio, what, native_us) in rows.items():
+            ratios[(size, name)].append(ratio)
+            ran[(size, name)].add(what)
+            if name == "auto":
+                native[size].append(native_us)
+    names = list(dict.fromkeys(name for _, name in ratios))
+    print(f"# {len(runs)} runs: median over runs of each run's ratio to native [min-max]; "
+          "auto: what it ran; best: the lowest median among algorithms other than native")
+    print(f"{'size(B)':>9} {'native us':>9}" + "".join(f"{n:>20}" for n in names)
+          + f"{'best':>22}")
+    for size in sorted({s for s, _ in ratios}):
+        cells, best = [], None
+        for name in names:
+            values = ratios.get((size, name))
+            if not values:
+                cells.append(f"{'-':>20}")
+                continue
+            median = statistics.median(values)
+            text = f"{median:.2f} [{min(values):.2f}-{max(values):.2f}]"
+            if name == "auto":
+                text = f"{median:.2f} {'/'.join(sorted(ran[(size, name)]))}"
+            cells.append(f"{text:>20}")
+            if name not in ("auto", "native") and (best is None or median < best[0]):
+                best = (median, name)
+        best_text = f"{best[0]:.2f} {best[1]}" if best else "-"
+        print(f"{size:>9} {statistics.median(native[size]) if native[size] else 0:>9.1f}"
+              + "".join(cells) + f"{best_text:>22}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
