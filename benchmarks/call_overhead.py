@@ -16,7 +16,7 @@ import mpicoll
 
 x = np.ones(2, np.float32)
 y = np.empty_like(x)
-for name in ("ring", "tree", "auto"):
+for name in ("ring", "tree", "rd", "native", "auto"):
     for _ in range(2000):
         mpicoll.allreduce(x, y, algorithm=name)
     best = float("inf")
