@@ -92,6 +92,7 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
     those of ``allreduce``; ``sendbuf`` is read and ``recvbuf`` written at every start.
     """
     prepared = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec, record=False)
+    _checked_now(prepared)
     send, recv, op_, chosen, ctx, path, call = prepared.send, prepared.recv, prepared.op, \
         prepared.chosen, prepared.ctx, prepared.path, prepared.call
     bound: BoundRounds | BoundNative | None = None
@@ -125,6 +126,8 @@ class _Prepared(NamedTuple):
     number: int
     bits: int
     call: Call
+    checking: check.Check | None  # the fingerprint check, in flight
+    new_kind: bool                # the first call of its kind here: remembered once checked
 
 
 def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
@@ -142,10 +145,9 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
             spec if inner is None else f"{spec}({_params(inner)})")
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
     bits = check.tag_bits(kind) if known is None else known
-    if known is None or check.every_call:
-        check.verify(ctx, number, kind, bits)
-        if known is None:
-            ctx.remember(kind, bits)
+    checking = check.start(ctx, number, kind, bits) if known is None or check.every_call else None
+    if known is None and checking is None:
+        ctx.remember(kind, bits)  # one rank: nobody to disagree with
     recorder = timing.active() if record else None
     record_ = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op_.name,
@@ -155,7 +157,16 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     # tag when it starts would race with the calls other ranks made meanwhile.
     call = Call(ctx, send.reshape(-1), recv.reshape(-1), op_, _options(send.dtype), inner,
                 feedback, record_, path, ctx.next_tags(chosen.tags, bits))
-    return _Prepared(send, recv, op_, chosen, ctx, path, codec_, spec, kind, number, bits, call)
+    return _Prepared(send, recv, op_, chosen, ctx, path, codec_, spec, kind, number, bits, call,
+                     checking, known is None)
+
+
+def _checked_now(p: _Prepared) -> None:
+    """Finish the call's fingerprint check, if it has one: before anything moves."""
+    if p.checking is not None:
+        p.checking.finish()
+        if p.new_kind:
+            p.ctx.remember(p.kind, p.bits)
 
 
 def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
@@ -164,7 +175,10 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
     p = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec)
     request = Request(p.recv, p.chosen.name, p.spec, p.path.name, p.call.record, p.kind,
                       p.number, p.ctx)
-    request.run(p.chosen.start(p.call))
+    try:
+        request.run(p.chosen.start(p.call))  # plans, binds the buffers; posts nothing yet
+    finally:
+        _checked_now(p)  # every rank started the check: every rank completes it
     inflight.add(request)  # and post its first round now
     shortcut = None
     if blocking and p.codec is None and p.call.record is None and p.path.name == "host":

@@ -3,7 +3,8 @@
 A collective is described by its sequence number on the communicator, count, dtype, op, the
 algorithm that will run and the codec with its parameters. Ranks compare the sequence number
 and a 32-bit hash of the rest in one small native allreduce (MIN over the values and their
-negations: equal everywhere iff min == max, as MPICH's ``MPIX_EQUAL`` does), and on a
+negations: equal everywhere iff min == max, as MPICH's ``MPIX_EQUAL`` does; nonblocking, so that
+its latency hides behind preparing the call, which ends before anything is sent), and on a
 difference **every** rank raises :class:`MismatchError` naming the fields that differ and the
 ranks (an allgather of the fingerprints, on the error path only; PyTorch's
 ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` does the same).
@@ -28,11 +29,13 @@ import numpy as np
 from mpi4py import MPI
 
 from . import watchdog
+from ._mpi import complete
 
 if TYPE_CHECKING:
     from .context import Context
 
-__all__ = ["MismatchError", "CHECK_ENV", "every_call", "verify", "refresh", "tag_bits", "say"]
+__all__ = ["MismatchError", "CHECK_ENV", "every_call", "verify", "start", "Check", "refresh",
+           "tag_bits", "say"]
 
 CHECK_ENV = "MPICOLL_CHECK"
 FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec")
@@ -73,15 +76,39 @@ def verify(ctx: Context, call: int, kind: tuple, bits: int) -> None:
     """Raise MismatchError on every rank unless all ranks of ``ctx`` run the same ``kind`` (whose
     :func:`tag_bits` are ``bits``) as their ``call``-th collective. Collective: every rank must
     call it for the same call. Cheap: one native allreduce of four integers."""
-    if ctx.size == 1:
-        return  # nobody to disagree with
-    both = array("q", (call, bits, -call, -bits))
-    with watchdog.Blocked(lambda: f"the fingerprint check of collective #{call} ({say(kind)})"):
-        ctx.check_comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
-    if both[0] == -both[2] and both[1] == -both[3]:  # min == max: the same everywhere
-        return
-    every = ctx.check_comm.allgather((call, *kind))  # everyone knows it differs: say how, everywhere
-    raise MismatchError(_explain(every))
+    check = start(ctx, call, kind, bits)
+    if check is not None:
+        check.finish()
+
+
+def start(ctx: Context, call: int, kind: tuple, bits: int) -> Check | None:
+    """:func:`verify`, started: the caller finishes it before the call moves any data, and
+    meanwhile prepares the call (the check's latency hides behind that). None on one rank."""
+    return None if ctx.size == 1 else Check(ctx, call, kind, bits)
+
+
+class Check:
+    """A fingerprint check in flight: one nonblocking allreduce of four integers on the
+    context's own communicator (MIN over the values and their negations)."""
+
+    __slots__ = ("_ctx", "_call", "_kind", "_values", "_request")
+
+    def __init__(self, ctx: Context, call: int, kind: tuple, bits: int):
+        self._ctx, self._call, self._kind = ctx, call, kind
+        self._values = array("q", (call, bits, -call, -bits))
+        self._request = ctx.check_comm.Iallreduce(MPI.IN_PLACE, self._values, op=MPI.MIN)
+
+    def finish(self) -> None:
+        """Wait for it; MismatchError on every rank if the ranks differ."""
+        with watchdog.Blocked(lambda: f"the fingerprint check of collective #{self._call} "
+                                      f"({say(self._kind)})"):
+            complete(self._request)
+        both = self._values
+        if both[0] == -both[2] and both[1] == -both[3]:  # min == max: the same everywhere
+            return
+        # everyone knows it differs: say how, everywhere
+        every = self._ctx.check_comm.allgather((self._call, *self._kind))
+        raise MismatchError(_explain(every))
 
 
 def say(kind: tuple) -> str:

@@ -121,7 +121,8 @@ def _encode(step: Encode, bufs: Buffers, codec: Codec) -> None:
 
 class Stage(Protocol):
     """What a request runs and the progress engine advances: an :class:`Execution`, or another
-    kind of MPI work in flight (``algorithm.native``)."""
+    kind of MPI work in flight (``algorithm.native``). Making one moves no data: its first
+    ``test`` or ``wait`` posts it (the call's fingerprint check completes in between)."""
 
     progressed: float  # when it last moved (for the watchdog)
 

@@ -28,7 +28,7 @@ from mpi4py.MPI import IN_PLACE
 
 from . import check, inflight, timing, watchdog
 from .algorithm import Algorithm, native
-from .algorithm.native import SPINS
+from ._mpi import SPINS
 from .context import Context
 from .engine import bind, lower, run_bound
 from .ops import Op
@@ -55,7 +55,6 @@ def keep(shortcut: Shortcut) -> None:
 def retry(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
     """The result from an older shortcut that fits the call (it becomes the first tried), or
     None: the full path must run it."""
-    global last
     for i, shortcut in enumerate(older):
         result = shortcut(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
@@ -156,7 +155,7 @@ class Shortcut:
                     np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
                     sendbuf = recv
                 request = self.post(IN_PLACE if sendbuf is recv else sendbuf, recv, self.mpi_op)
-                for _ in SPINS:  # native.complete(request), inlined
+                for _ in SPINS:  # _mpi.complete(request), inlined
                     if request.Test():
                         break
                 else:

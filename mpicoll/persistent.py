@@ -23,7 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import inflight
-from .algorithm.native import complete
+from ._mpi import complete
 from .engine import _where, bind_steps, mismatch, run_bound_steps
 from .ops import Op
 from .request import Request

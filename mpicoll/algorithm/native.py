@@ -6,9 +6,9 @@ candidate of ``auto`` where MPI's latency is what a Python schedule cannot match
 MPI never matches a blocking collective with a nonblocking one while whether a call waits alone
 or among other requests in flight is each rank's own business; and because, waited on among
 them, its requests are advanced by mpicoll's progress engine like any round, so requests still
-complete in any order. Alone it completes by ``Test`` in a loop, then ``Wait`` (:data:`SPINS`):
-with MPICH 5 the loop is faster than ``MPI_Allreduce`` itself at 8 B (1.55 against 1.97 µs at
-2 ranks here) and than ``Wait``.
+complete in any order. Alone it completes by ``Test`` in a loop, then ``Wait``
+(:func:`mpicoll._mpi.complete`): with MPICH 5 the loop is faster than ``MPI_Allreduce`` itself
+at 8 B.
 An average divides by p before the sum, as every mpicoll algorithm does.
 """
 
@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 from mpi4py import MPI
 
 from .._array import address, array_module
+from .._mpi import complete
 from .base import Algorithm, Call
 
 if TYPE_CHECKING:
     from ..context import Context
     from ..ops import Op
 
-__all__ = ["ALGORITHM", "NativeExecution", "exact", "post", "complete", "SPINS"]
+__all__ = ["ALGORITHM", "NativeExecution", "exact", "post"]
 
 _OPEN_MPI = MPI.Get_library_version().startswith("Open MPI")
 
@@ -42,20 +43,6 @@ def post(send: Any, recv: Any, op: Op, ctx: Context) -> MPI.Request:
     return ctx.comm.Iallreduce(_first(send, recv, op, ctx.size), recv, op.mpi)
 
 
-SPINS = range(32)
-"""How many ``Test`` calls a waiting call spins before it blocks in ``Wait``: spinning answers a
-few microseconds sooner, but a rank that shares its core with another (4 ranks on 2 cores)
-must let MPI yield the core, or the ranks it waits for never run (33× slower at 8 B)."""
-
-
-def complete(request: MPI.Request) -> None:
-    """Wait for ``request``: ``Test`` a few times, then ``Wait``."""
-    for _ in SPINS:
-        if request.Test():
-            return
-    request.Wait()
-
-
 def _first(send: Any, recv: Any, op: Op, size: int) -> Any:
     """What MPI takes as the send buffer: ``MPI_IN_PLACE`` in place, and for an average, whose
     contribution is divided into ``recv`` first, as the prologue of every schedule does."""
@@ -66,32 +53,37 @@ def _first(send: Any, recv: Any, op: Op, size: int) -> Any:
 
 
 class NativeExecution:
-    """One ``MPI_Iallreduce`` in flight, shaped like :class:`~mpicoll.engine.Execution` for the
-    request and the progress engine."""
+    """One ``MPI_Iallreduce``, shaped like :class:`~mpicoll.engine.Execution` for the request
+    and the progress engine: posted by its first ``test`` or ``wait``, as an execution posts
+    its first round (a call's fingerprint check completes before anything is posted)."""
 
-    __slots__ = ("_request", "_record", "progressed")
+    __slots__ = ("_call", "_request", "_record", "progressed")
 
     def __init__(self, call: Call):
-        self._request: MPI.Request | None = post(call.send, call.recv, call.op, call.ctx)
+        self._call: Call | None = call  # until posted
+        self._request: MPI.Request | None = None
         self._record = call.record
         self.progressed = time.monotonic()
 
     @property
     def done(self) -> bool:
-        return self._request is None
+        return self._call is None and self._request is None
 
     def pending(self) -> list[MPI.Request]:
         return [] if self._request is None else [self._request]
 
     def where(self) -> str:
-        return "finished" if self._request is None else "in MPI_Iallreduce"
+        return "in MPI_Iallreduce" if self._request is not None else \
+            "not started" if self._call is not None else "finished"
 
     def test(self) -> bool:
+        self._post()
         if self._request is not None and self._request.Test():
             self._finished()
-        return self._request is None
+        return self.done
 
     def wait(self) -> None:
+        self._post()
         if self._request is not None:
             complete(self._request)
             self._finished()
@@ -99,6 +91,11 @@ class NativeExecution:
     def completed(self, index: int, status: MPI.Status) -> None:
         """Completed by the progress engine's ``Waitany``."""
         self._finished()
+
+    def _post(self) -> None:
+        call = self._call
+        if call is not None:
+            self._request, self._call = post(call.send, call.recv, call.op, call.ctx), None
 
     def _finished(self) -> None:
         self._request = None
