@@ -98,7 +98,8 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
     bound: BoundRounds | BoundNative | None = None
     if prepared.codec is None and path.name == "host":
         if chosen is native.ALGORITHM:
-            bound = BoundNative(call.send, call.recv, op_, ctx.comm, recv is send)
+            bound = BoundNative(call.send, call.recv, op_, ctx.comm,
+                                address(call.send) == address(call.recv), ctx.spins)
         elif chosen.plan is not None:
             schedule = ctx.cached_plan(chosen, send.size, call.options, None, False,
                                        op_.average).schedule

@@ -102,7 +102,7 @@ class Check:
         """Wait for it; MismatchError on every rank if the ranks differ."""
         with watchdog.Blocked(lambda: f"the fingerprint check of collective #{self._call} "
                                       f"({say(self._kind)})"):
-            complete(self._request)
+            complete(self._request, self._ctx.spins)
         both = self._values
         if both[0] == -both[2] and both[1] == -both[3]:  # min == max: the same everywhere
             return

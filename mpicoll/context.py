@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import topology, watchdog
+from . import _mpi, topology, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .schedule import Schedule
@@ -68,6 +68,8 @@ class Context:
         # Collective, so found here, where every rank is (the first call on comm), rather than
         # when some call first needs it: calls that differ across ranks would hang in it.
         self.layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
+        mine = next(node for node in self.layout.nodes if self.rank in node)
+        self.spins = _mpi.spins(len(mine))  # Test calls before Wait: fewer on shared cores
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
         self._lock = threading.Lock()
         self._calls = itertools.count()  # collectives started, the same on every rank

@@ -28,7 +28,6 @@ from mpi4py.MPI import IN_PLACE
 
 from . import check, inflight, timing, watchdog
 from .algorithm import Algorithm, native
-from ._mpi import SPINS
 from .context import Context
 from .engine import bind, lower, run_bound
 from .ops import Op
@@ -155,7 +154,7 @@ class Shortcut:
                     np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
                     sendbuf = recv
                 request = self.post(IN_PLACE if sendbuf is recv else sendbuf, recv, self.mpi_op)
-                for _ in SPINS:  # _mpi.complete(request), inlined
+                for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
                     if request.Test():
                         break
                 else:

@@ -126,10 +126,11 @@ class BoundNative:
     An average divides into ``recv`` first and reduces there in place, as ``native`` does.
     """
 
-    __slots__ = ("_request", "_send", "_recv", "_factor", "_active", "progressed")
+    __slots__ = ("_request", "_send", "_recv", "_factor", "_active", "_spins", "progressed")
 
-    def __init__(self, send: Any, recv: Any, op: Op, comm: MPI.Intracomm, in_place: bool):
-        self._send, self._recv = send, recv
+    def __init__(self, send: Any, recv: Any, op: Op, comm: MPI.Intracomm, in_place: bool,
+                 spins: range):
+        self._send, self._recv, self._spins = send, recv, spins
         self._factor = 1 / comm.Get_size() if op.average else None
         first = MPI.IN_PLACE if in_place or op.average else send
         self._request = comm.Allreduce_init(first, recv, op.mpi)
@@ -163,7 +164,7 @@ class BoundNative:
 
     def wait(self) -> None:
         if self._active:
-            complete(self._request)
+            complete(self._request, self._spins)
         self._active = False
 
     def free(self) -> None:

@@ -57,12 +57,13 @@ class NativeExecution:
     and the progress engine: posted by its first ``test`` or ``wait``, as an execution posts
     its first round (a call's fingerprint check completes before anything is posted)."""
 
-    __slots__ = ("_call", "_request", "_record", "progressed")
+    __slots__ = ("_call", "_request", "_record", "_spins", "progressed")
 
     def __init__(self, call: Call):
         self._call: Call | None = call  # until posted
         self._request: MPI.Request | None = None
         self._record = call.record
+        self._spins = call.ctx.spins
         self.progressed = time.monotonic()
 
     @property
@@ -85,7 +86,7 @@ class NativeExecution:
     def wait(self) -> None:
         self._post()
         if self._request is not None:
-            complete(self._request)
+            complete(self._request, self._spins)
             self._finished()
 
     def completed(self, index: int, status: MPI.Status) -> None:
