@@ -19,6 +19,7 @@ fingerprint check the full path then makes again, on every rank alike).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -38,26 +39,30 @@ last: Shortcut | None = None
 """The most recent blocking call's shortcut, tried first."""
 older: list[Shortcut] = []
 """Those of the calls of other kinds before it, most recent first: a loop that alternates a
-few kinds of call (a solver's dot products and norms; bench's methods) keeps them all."""
+few kinds of call (a solver's dot products and norms; bench's methods) keeps them all. Each
+holds views of the last arrays it ran on (so those stay alive until it is dropped)."""
 KEPT = 8
+_lock = threading.Lock()
 
 
 def keep(shortcut: Shortcut) -> None:
     """Make ``shortcut`` the first tried; the least recent beyond :data:`KEPT` is dropped."""
     global last
-    if last is not None:
-        older.insert(0, last)
-        del older[KEPT - 1:]
-    last = shortcut
+    with _lock:  # threads on different communicators keep theirs at once
+        if shortcut in older:
+            older.remove(shortcut)
+        if last is not None and last is not shortcut:
+            older.insert(0, last)
+            del older[KEPT - 1:]
+        last = shortcut
 
 
 def retry(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
     """The result from an older shortcut that fits the call (it becomes the first tried), or
     None: the full path must run it."""
-    for i, shortcut in enumerate(older):
+    for shortcut in list(older):
         result = shortcut(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
-            del older[i]
             keep(shortcut)
             return result
     return None
@@ -67,8 +72,9 @@ def forget() -> None:
     """Drop every shortcut: what a call must do changed (the environment was read again, timing
     records began, the watchdog started, a communicator forgot its verified kinds)."""
     global last
-    last = None
-    older.clear()
+    with _lock:
+        last = None
+        older.clear()
 
 
 class Shortcut:
