@@ -2,10 +2,11 @@
 
     python benchmarks/model_check.py p4-1.txt p4-2.txt p4-3.txt --ranks 4 [--model tuning.json]
 
-For every size of the bench tables (``mpicoll bench`` output): what the model (the built-in one,
-or ``--model``'s) predicts fastest on one node of ``--ranks`` ranks, the measured ratio to native
-of that pick (median over the runs), and the measured best, so a pick's cost is
-``pick / best``. Runs without MPI: it reads the tables.
+For every size of the bench tables (``mpicoll bench`` output): what ``auto`` picks with the
+model (the built-in one, or ``--model``'s: on the layout its ``tune`` run measured, what that
+run found fastest) on one node of ``--ranks`` ranks, the measured ratio to native of that pick
+(median over the runs), and the measured best, so a pick's cost is ``pick / best``. Runs
+without MPI: it reads the tables.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def main() -> None:
     costs = []
     for size in sorted({s for s, _ in ratios}):
         measured = {n: statistics.median(ratios[(size, n)]) for n in names if (size, n) in ratios}
-        pick = min(measured, key=lambda n: costmodel.predict(n, size, nodes, model))
+        pick = model.measured_pick(size, args.ranks, 1, tuple(measured)) or \
+            min(measured, key=lambda n: costmodel.predict(n, size, nodes, model))
         best = min(measured, key=measured.__getitem__)
         costs.append(measured[pick] / measured[best])
         print(f"{size:>9} {pick:>13} {measured[pick]:>9.2f} {best:>13} {measured[best]:>9.2f} "

@@ -37,17 +37,33 @@ algorithms, the better of the two."""
 class Model:
     """Seconds: ``alpha`` per message and ``beta`` per byte by level ("local": within a node,
     "remote": across nodes), ``gamma`` per byte reduced or copied; ``algorithms`` maps a name
-    to (overhead in seconds per round — per call for ``native`` —, factor on β and γ)."""
+    to (overhead in seconds per round — per call for ``native`` —, factor on β and γ).
+
+    ``measured`` holds what ``tune`` found fastest per size, (bytes, name), on the layout
+    ``measured_on`` (ranks, nodes): on that layout a measurement beats any prediction."""
 
     alpha: dict[str, float]
     beta: dict[str, float]
     gamma: float
     algorithms: dict[str, tuple[float, float]] = field(default_factory=dict)
     source: str = "built in"
+    measured: tuple[tuple[int, str], ...] = ()
+    measured_on: tuple[int, int] | None = None
 
     def __hash__(self) -> int:
         return hash((tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())),
-                     self.gamma, tuple(sorted(self.algorithms.items())), self.source))
+                     self.gamma, tuple(sorted(self.algorithms.items())), self.source,
+                     self.measured, self.measured_on))
+
+    def measured_pick(self, nbytes: int, ranks: int, nodes: int, among: tuple[str, ...]
+                      ) -> str | None:
+        """What ``tune`` measured fastest at the size nearest ``nbytes`` (within a factor of 2),
+        if this is the layout it measured and that algorithm may run; else None."""
+        if self.measured_on != (ranks, nodes) or not self.measured:
+            return None
+        size, name = min(self.measured, key=lambda m: abs(np.log2(m[0] / max(nbytes, 1))))
+        near = 0.5 <= size / max(nbytes, 1) <= 2
+        return name if near and name in among else None
 
     def of(self, name: str) -> tuple[float, float]:
         """(overhead, factor) of ``name``; an algorithm never measured gets the mean of those

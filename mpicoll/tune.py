@@ -3,7 +3,8 @@ bench, fit each algorithm's overhead, save the model.
 
 ``python -m mpicoll tune --model tuning.json`` writes a file; ``MPICOLL_TUNING=tuning.json``
 makes ``auto`` predict with it on any number of ranks and nodes (the schedules say what
-travels where; :mod:`mpicoll.costmodel`). Without a file, :data:`costmodel.BUILTIN` applies.
+travels where; :mod:`mpicoll.costmodel`), and follow what it measured fastest per size on the
+layout it measured. Without a file, :data:`costmodel.BUILTIN` applies.
 """
 
 from __future__ import annotations
@@ -105,7 +106,17 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
     for name, (overhead, factor) in fitted.items():
         emit(f"# {name:>13}: {overhead * 1e6:6.2f} us per {'call' if name == 'native' else 'round'}, "
              f"bytes x{factor:.2f}")
-    return Model(alpha, beta, gamma, fitted, source)
+    ranks = int(rows["ranks"][0])
+    return Model(alpha, beta, gamma, fitted, source, _fastest_measured(rows), (ranks, len(nodes)))
+
+
+def _fastest_measured(rows: np.ndarray) -> tuple[tuple[int, str], ...]:
+    """(size, the algorithm with the lowest ratio to native there) for every size measured."""
+    best = []
+    for size in sorted(set(rows["size"].tolist())):
+        at = rows[(rows["size"] == size) & (rows["algorithm"] != b"auto")]
+        best.append((int(size), at["algorithm"][np.argmin(at["ratio"])].decode()))
+    return tuple(best)
 
 
 def save(path: str, model: Model, ranks: int, nodes: int, library: str) -> None:
@@ -113,7 +124,8 @@ def save(path: str, model: Model, ranks: int, nodes: int, library: str) -> None:
         json.dump({"mpicoll_tuning": FORMAT, "ranks": ranks, "nodes": nodes,
                    "mpi_library": library, "alpha": model.alpha, "beta": model.beta,
                    "gamma": model.gamma,
-                   "algorithms": {k: list(v) for k, v in model.algorithms.items()}}, f, indent=1)
+                   "algorithms": {k: list(v) for k, v in model.algorithms.items()},
+                   "fastest_measured": [list(m) for m in model.measured]}, f, indent=1)
 
 
 def model_in_force() -> Model:
@@ -139,7 +151,9 @@ def _load(path: str, stamp: int | None) -> Model:
                       {k: float(data["beta"][k]) for k in levels}, float(data["gamma"]),
                       {k: (float(o), float(f)) for k, (o, f) in data["algorithms"].items()},
                       f"{path} ({data.get('ranks')} ranks, {data.get('nodes')} nodes, "
-                      f"{data.get('mpi_library')})")
+                      f"{data.get('mpi_library')})",
+                      tuple((int(size), str(name)) for size, name in data.get("fastest_measured", ())),
+                      (int(data["ranks"]), int(data["nodes"])))
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{TUNING_ENV}={path!r} is not a tuning file: {error}") from None
     return model

@@ -70,3 +70,16 @@ def test_a_tuning_file_round_trips_and_auto_follows_it(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("MPICOLL_TUNING")
         mpicoll.reload_environment()
+
+
+def test_on_the_layout_tune_measured_its_measurements_decide():
+    """What tune measured fastest near a size wins there; elsewhere, and on other layouts, the
+    predictions decide."""
+    model = Model(MODEL.alpha, MODEL.beta, GAMMA, {}, "test", ((1024, "tree"), (1 << 20, "ring")),
+                  (4, 1))
+    among = ("ring", "tree", "rd", "native")
+    assert model.measured_pick(1024, 4, 1, among) == "tree"
+    assert model.measured_pick(1500, 4, 1, among) == "tree"       # within a factor of 2
+    assert model.measured_pick(1 << 16, 4, 1, among) is None       # nothing measured near
+    assert model.measured_pick(1024, 3, 1, among) is None          # another layout
+    assert model.measured_pick(1024, 4, 1, ("rd", "native")) is None  # tree may not run here

@@ -98,13 +98,18 @@ def test_tune_fits_a_model_that_auto_follows(mpirun, tmp_path):
     assert (data["ranks"], data["nodes"]) == (3, 1)
     assert {name.encode() for name in data["algorithms"]} == PLAIN
     assert all(o >= 0 and f >= 0 for o, f in data["algorithms"].values())
-    # a hand-written model whose native costs a second a call: auto never picks it, at any p
+    assert [size for size, _ in data["fastest_measured"]] == [8, 64, 512, 4096, 32768]
+    # hand-written: native costs a second a call, and the tree was measured fastest everywhere
     data["algorithms"]["native"] = [1.0, 1.0]
+    data["fastest_measured"] = [[size, "tree"] for size, _ in data["fastest_measured"]]
     path.write_text(json.dumps(data))
-    for ranks in (3, 2):
-        out = mpirun(ranks, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(path)})
-        assert f"model: {path}" in out
-        assert all(picked != "native" for picked, _ in auto_rows(out).values())
+    out = mpirun(3, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(path)})
+    assert f"model: {path}" in out  # the layout it measured: its measurements decide
+    assert all(picked == "tree" for picked, _ in auto_rows(out).values())
+    out = mpirun(2, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(path)})
+    rows = auto_rows(out)  # another layout: the predictions decide, and native is never best
+    assert all(picked != "native" and times[picked] == min(times.values())
+               for picked, times in rows.values())
 
 
 def test_train_demo_learns_and_keeps_replicas_identical(mpirun, tmp_path):

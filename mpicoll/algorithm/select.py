@@ -15,7 +15,8 @@ __all__ = ["choose", "predictions", "resolve", "accepts", "codec_kind"]
 def choose(nbytes: int, layout: Layout, among: tuple[str, ...] | None = None,
            itemsize: int = 4) -> str:
     """The algorithm of ``among`` (default: every one ``tune`` measures) predicted fastest for
-    ``nbytes`` on this layout (:mod:`mpicoll.costmodel`; ``$MPICOLL_TUNING``'s model if set).
+    ``nbytes`` on this layout (:mod:`mpicoll.costmodel`; ``$MPICOLL_TUNING``'s model if set),
+    or, on the layout that model's ``tune`` run measured, what it measured fastest.
 
     A lone rank only copies: ring's schedule is that copy. Sizes are taken in classes of powers
     of two, so that a program with many sizes predicts a few dozen times, not once per size.
@@ -38,6 +39,9 @@ def predictions(nbytes: int, layout: Layout, among: tuple[str, ...], itemsize: i
 @lru_cache(maxsize=1024)
 def _fastest(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...], ...],
              itemsize: int, model: costmodel.Model) -> str:
+    measured = model.measured_pick(nbytes, sum(map(len, nodes)), len(nodes), among)
+    if measured is not None:
+        return measured  # the layout tune measured: what it found beats any prediction
     times = {name: costmodel.predict(name, nbytes, nodes, model, itemsize) for name in among}
     return min(among, key=times.__getitem__)  # ties: the first registered
 
