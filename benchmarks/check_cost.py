@@ -13,11 +13,7 @@ repetitions, ratios medians of per-repetition ratios. Methods:
   kind verified already: what a call of a new kind pays, less the check;
 - ``miss``: the full path with the fingerprint compared, as the first call of each kind does
   (the check's cost is miss − full);
-- ``all``: ``MPICOLL_CHECK=1``: compared before every call, and every message's size checked;
-- ``first``: a first call as a program makes it: the kind unverified and its plan not yet built
-  (the plans are forgotten too), so it plans, checks and runs;
-- ``unchecked``: the same first call with the check left out (its cost is first − unchecked:
-  what the default check adds to the calls that pay it, the plan-cache misses).
+- ``all``: ``MPICOLL_CHECK=1``: compared before every call, and every message's size checked.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll import check, context, fastpath
 
-METHODS = ("native", "fast", "full", "miss", "all", "first", "unchecked")
+METHODS = ("native", "fast", "full", "miss", "all")
 
 
 def main() -> None:
@@ -45,9 +41,8 @@ def main() -> None:
         print(f"# {comm.Get_size()} ranks, {MPI.Get_library_version().splitlines()[0].strip()}; "
               f"float32 sum, algorithm {args.algorithm}; medians of {args.reps} interleaved "
               "repetitions")
-        print(f"{'size(B)':>10}" + "".join(f"{m[:5] + '(us)':>10}" for m in METHODS)
-              + "".join(f"{r:>10}" for r in ("fast/nat", "full/nat", "miss/full", "all/full",
-                                               "first/unch")))
+        print(f"{'size(B)':>10}" + "".join(f"{m + '(us)':>9}" for m in METHODS)
+              + "".join(f"{r:>10}" for r in ("fast/nat", "full/nat", "miss/full", "all/full")))
     for nbytes in map(int, args.sizes.split(",")):
         x = np.ones(max(1, nbytes // 4), np.float32)
         y = np.empty_like(x)
@@ -58,27 +53,18 @@ def main() -> None:
 
         ctx = context.of(comm)
 
-        start = check.start
-
-        def mode(every: bool = False, full: bool = False, miss: bool = False,
-                 fresh: bool = False, unchecked: bool = False):
+        def mode(every: bool = False, full: bool = False, miss: bool = False):
             def call() -> None:
                 check.every_call = every
                 if full:
                     fastpath.forget()
                 if miss:
                     ctx._verified.clear()  # as on the first call of a kind
-                if fresh:
-                    ctx._plans.clear()     # ... whose plan is not built yet either
-                if unchecked:
-                    check.start = lambda *args: None
                 mpicoll.allreduce(x, y, algorithm=args.algorithm)
-                check.start = start
             return call
 
-        first = dict(full=True, miss=True, fresh=True)
         methods = [native, mode(), mode(full=True), mode(full=True, miss=True),
-                   mode(every=True, full=True), mode(**first), mode(**first, unchecked=True)]
+                   mode(every=True, full=True)]
         for method in methods:  # warm-up: plans built, the kind verified
             for _ in range(3):
                 method()
@@ -95,9 +81,8 @@ def main() -> None:
         check.refresh()
         if comm.Get_rank() == 0:
             times = np.median(samples, axis=1) * 1e6
-            ratios = [np.median(samples[a] / samples[b])
-                      for a, b in ((1, 0), (2, 0), (3, 2), (4, 2), (5, 6))]
-            print(f"{x.nbytes:>10}" + "".join(f"{t:>10.1f}" for t in times)
+            ratios = [np.median(samples[a] / samples[b]) for a, b in ((1, 0), (2, 0), (3, 2), (4, 2))]
+            print(f"{x.nbytes:>10}" + "".join(f"{t:>9.1f}" for t in times)
                   + "".join(f"{r:>10.3f}" for r in ratios), flush=True)
 
 
