@@ -6,9 +6,9 @@ candidate of ``auto`` where MPI's latency is what a Python schedule cannot match
 MPI never matches a blocking collective with a nonblocking one while whether a call waits alone
 or among other requests in flight is each rank's own business; and because, waited on among
 them, its requests are advanced by mpicoll's progress engine like any round, so requests still
-complete in any order. Alone it completes by ``Test`` in a loop, then ``Wait``
-(:func:`mpicoll._mpi.complete`): with MPICH 5 the loop is faster than ``MPI_Allreduce`` itself
-at 8 B.
+complete in any order. Alone it completes by ``Test`` a few times, then ``Wait``
+(:func:`mpicoll._mpi.complete`): with MPICH 5 the ``Test`` loop is faster than
+``MPI_Allreduce`` itself at small sizes.
 An average divides by p before the sum, as every mpicoll algorithm does.
 """
 
