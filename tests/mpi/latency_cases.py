@@ -13,7 +13,7 @@ import pytest
 from helpers import WORLD, assert_everywhere, data, environment, native, same_on_all_ranks
 
 import mpicoll
-from mpicoll import fastpath
+from mpicoll import context, fastpath
 from mpicoll.algorithm import names
 
 PLAIN = list(names(plain=True)) + ["auto"]
@@ -106,25 +106,30 @@ def test_overflow_on_the_fast_path_gives_the_mpi_result(algorithm):
 
 @pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs a rank that has not started yet")
 def test_a_second_thread_during_a_fast_blocking_call_is_refused():
-    """Thread A blocks on the fast path (the last rank joins late); thread B starts a collective
-    on the same communicator meanwhile: ConcurrentUseError, and A's call still completes."""
+    """Thread A blocks on the fast path (the last rank joins only after the others tried);
+    thread B starts a collective on the same communicator meanwhile: ConcurrentUseError, and
+    A's call still completes."""
     comm = WORLD.Dup()
     x = np.ones(8)
     mpicoll.allreduce(x, comm=comm, algorithm="rd")
+    ctx = context.of(comm)
     late = WORLD.Get_rank() == WORLD.Get_size() - 1
     errors, results = [], []
     if late:
-        time.sleep(0.5)
+        WORLD.Barrier()  # the others have tried by now
         results.append(mpicoll.allreduce(x, comm=comm, algorithm="rd"))
     else:
         blocked = threading.Thread(
             target=lambda: results.append(mpicoll.allreduce(x, comm=comm, algorithm="rd")))
         blocked.start()
-        time.sleep(0.2)
+        deadline = time.monotonic() + 60
+        while not ctx.busy and time.monotonic() < deadline:  # A is inside its call
+            time.sleep(1e-3)
         try:
             mpicoll.allreduce(np.ones(3), comm=comm, algorithm="tree")
         except mpicoll.ConcurrentUseError as error:
             errors.append(error)
+        WORLD.Barrier()
         blocked.join()
     assert_everywhere(WORLD, late or len(errors) == 1, f"not refused: {errors}")
     assert_everywhere(WORLD, np.all(results[0] == WORLD.Get_size()), "wrong sum")
