@@ -20,11 +20,10 @@ fingerprint check the full path then makes again, on every rank alike).
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 from typing import Any
 
 import numpy as np
-from threading import get_ident
-
 from mpi4py.MPI import IN_PLACE
 
 from . import check, inflight, timing, watchdog
