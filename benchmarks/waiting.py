@@ -1,7 +1,7 @@
 """How a waiting call should wait: ``MPI_Allreduce`` against ``MPI_Iallreduce`` completed by
 ``Wait`` or by ``Test`` in a loop, and mpicoll's ``native`` and ``rd`` with a given number of
-``Test`` spins before ``Wait`` (``mpicoll._mpi``). Interleaved, medians of ratios to
-``MPI_Allreduce``.
+``Test`` spins before ``Wait`` (``mpicoll._mpi``). Measured as ``mpicoll bench`` measures
+(interleaved, rotating, slowest rank), medians of ratios to ``MPI_Allreduce``.
 
     mpiexec -n 2 python benchmarks/waiting.py                       # one rank per core
     MPIR_CVAR_POLLS_BEFORE_YIELD=1 MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 \\
@@ -11,13 +11,12 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import context
+from mpicoll import bench, context
 
 
 def main() -> None:
@@ -29,10 +28,12 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     ctx = context.of(comm)
     dup = ctx.comm
+    sizes = [int(n) for n in args.sizes.split(",")]
+    settings = bench.Settings(sizes=sizes, algorithms=[], iters=args.reps)
     if comm.Get_rank() == 0:
         print(f"# {comm.Get_size()} ranks; {MPI.Get_library_version().splitlines()[0].strip()}; "
               f"float32 sum; medians of {args.reps} interleaved repetitions")
-    for nbytes in map(int, args.sizes.split(",")):
+    for nbytes in sizes:
         x = np.ones(max(1, nbytes // 4), np.float32)
         y = np.empty_like(x)
 
@@ -41,7 +42,7 @@ def main() -> None:
             while not request.Test():
                 pass
 
-        calls = {"MPI_Allreduce": lambda: dup.Allreduce(x, y),
+        calls = {bench.NATIVE: lambda: dup.Allreduce(x, y),
                  "Iallreduce+Wait": lambda: dup.Iallreduce(x, y).Wait(),
                  "Iallreduce+Test": test_loop}
         for spins in map(int, args.spins.split(",")):
@@ -52,26 +53,14 @@ def main() -> None:
                 return call
             calls[f"native, {spins} spins"] = spun("native")
             calls[f"rd, {spins} spins"] = spun("rd")
-        names = list(calls)
-        samples = np.zeros((len(names), args.reps))
-        batch = 200 if nbytes <= 65536 else 20
-        for call in calls.values():
-            for _ in range(20):
-                call()
-        for rep in range(args.reps):
-            for k in range(len(names)):
-                i = (k + rep) % len(names)
-                comm.Barrier()
-                t0 = time.perf_counter()
-                for _ in range(batch):
-                    calls[names[i]]()
-                samples[i, rep] = (time.perf_counter() - t0) / batch
-        comm.Allreduce(MPI.IN_PLACE, samples, op=MPI.MAX)
+        samples = bench.measure(comm, calls, settings)
         if comm.Get_rank() == 0:
-            print(f"{nbytes} B: MPI_Allreduce {np.median(samples[0]) * 1e6:.2f} us; "
-                  + "; ".join(f"{name} {np.median(samples[i]) * 1e6:.2f} us "
-                              f"({np.median(samples[i] / samples[0]):.2f}x)"
-                              for i, name in enumerate(names) if i), flush=True)
+            base = samples[bench.NATIVE]
+            print(f"{nbytes} B: MPI_Allreduce {np.median(base) * 1e6:.2f} us; "
+                  + "; ".join(f"{name} {np.median(times) * 1e6:.2f} us "
+                              f"({np.median(times / base):.2f}x)"
+                              for name, times in samples.items() if name != bench.NATIVE),
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ __all__ = ["SPINS", "SHARED_CORE_SPINS", "spins", "complete"]
 SPINS = range(32)
 """How many ``Test`` calls a waiting call spins before it blocks in ``Wait``: spinning answers
 sooner (with MPICH 5 at 2 ranks here, an 8 B ``MPI_Iallreduce`` completed by ``Test`` took
-0.83× ``MPI_Allreduce``'s time, by ``Wait`` 1.38×; ``benchmarks/waiting.py``)."""
+0.84× ``MPI_Allreduce``'s time, by ``Wait`` 1.35×; ``benchmarks/waiting.py``)."""
 
 SHARED_CORE_SPINS = range(4)
 """The same where ranks share cores (4 ranks on 2 here): a rank that only spins keeps the core
-from the rank it waits for (33× ``MPI_Allreduce``'s time at 8 B), so it soon lets MPI yield."""
+from the rank it waits for (32× ``MPI_Allreduce``'s time at 8 B), so it soon lets MPI yield."""
 
 
 def spins(ranks_on_node: int) -> range:

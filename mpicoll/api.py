@@ -12,7 +12,6 @@ from . import _env, check, codecs, context, fastpath, inflight, ops, timing, tra
 from . import algorithm as algorithms_
 from ._array import MIXED, Array, address, array_module, writeable
 from .algorithm import Algorithm, Call, Options, native, registry, select
-from .engine import lower
 from .persistent import BoundNative, BoundRounds, PersistentRequest
 from .request import Request
 
@@ -96,18 +95,15 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
     send, recv, op_, chosen, ctx, path, call = prepared.send, prepared.recv, prepared.op, \
         prepared.chosen, prepared.ctx, prepared.path, prepared.call
     bound: BoundRounds | BoundNative | None = None
+    plan = _plain_plan(prepared)
     if prepared.codec is None and path.name == "host":
         if chosen is native.ALGORITHM:
             bound = BoundNative(call.send, call.recv, op_, ctx.comm,
                                 address(call.send) == address(call.recv), ctx.spins)
-        elif chosen.plan is not None:
-            schedule = ctx.cached_plan(chosen, send.size, call.options, None, False,
-                                       op_.average).schedule
-            rounds = lower(schedule)
-            if rounds is not None:
-                tmp = np.empty(schedule.tmp_count, send.dtype)
-                bound = BoundRounds(rounds, (call.send, call.recv, tmp), ctx.comm, call.tags[0],
-                                    op_, schedule)
+        elif plan is not None and plan.lowered is not None:
+            tmp = np.empty(plan.schedule.tmp_count, send.dtype)
+            bound = BoundRounds(plan.lowered, (call.send, call.recv, tmp), ctx.comm,
+                                call.tags[0], op_, plan.schedule)
     return PersistentRequest(recv, chosen.name, prepared.spec, path.name, prepared.kind,
                              prepared.number, ctx, bound, lambda: chosen.start(call))
 
@@ -135,8 +131,8 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
              record: bool = True) -> _Prepared:
     send, recv, op_, asked, comm_, codec_ = _checked(sendbuf, recvbuf, op, algorithm, comm, codec)
     ctx = context.of(comm_)
-    chosen = _resolve(asked, send, ctx, codec_, op_)
     path = transport.choose(send)
+    chosen = _resolve(asked, send, path, ctx, codec_, op_)
     inner, feedback = (codec_, None) if not isinstance(codec_, codecs.ErrorFeedback) \
         else (codec_.codec, codec_)
     spec = "" if codec_ is None else codecs.spec(codec_)
@@ -183,11 +179,17 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
     inflight.add(request)  # and post its first round now
     shortcut = None
     if blocking and p.codec is None and p.call.record is None and p.path.name == "host":
-        schedule = None if p.chosen.plan is None else p.ctx.cached_plan(
-            p.chosen, p.send.size, p.call.options, None, False, p.op.average).schedule
         shortcut = fastpath.Shortcut.make((op, algorithm, comm), sendbuf, p.recv, p.ctx, p.bits,
-                                          p.op, p.chosen, schedule)
+                                          p.op, p.chosen, _plain_plan(p))
     return request, shortcut
+
+
+def _plain_plan(p: _Prepared) -> context.CachedPlan | None:
+    """The cached plan of a call without a codec, None for an algorithm without one (native):
+    what the fast path and persistent requests bind."""
+    if p.chosen.plan is None:
+        return None
+    return p.ctx.cached_plan(p.chosen, p.send.size, p.call.options, None, False, p.op.average)
 
 
 def choose_algorithm(sendbuf: Array, *, op: OpArg = "sum", algorithm: str = "auto",
@@ -195,7 +197,7 @@ def choose_algorithm(sendbuf: Array, *, op: OpArg = "sum", algorithm: str = "aut
                      codec: CodecArg = None) -> str:
     """Name the algorithm ``allreduce`` would run for these arguments (collective on first use)."""
     send, _, op_, asked, comm_, codec_ = _checked(sendbuf, None, op, algorithm, comm, codec)
-    return _resolve(asked, send, context.of(comm_), codec_, op_).name
+    return _resolve(asked, send, transport.choose(send), context.of(comm_), codec_, op_).name
 
 
 def check_codec(codec: CodecArg, dtype: np.dtype,
@@ -231,11 +233,11 @@ def _codec_for(codec: CodecArg, dtype: np.dtype, op: ops.Op, asked: Algorithm | 
     return codec
 
 
-def _resolve(asked: Algorithm | None, send: Array, ctx: context.Context,
-             codec: AnyCodec | None, op: ops.Op) -> Algorithm:
+def _resolve(asked: Algorithm | None, send: Array, path: transport.Transport,
+             ctx: context.Context, codec: AnyCodec | None, op: ops.Op) -> Algorithm:
     if asked is not None and codec is None:
         return asked  # what was asked for, as it was checked
-    mpi_can = transport.choose(send).name != "staged" and native.exact(send.dtype)
+    mpi_can = path.name != "staged" and native.exact(send.dtype)
     return select.resolve(asked, send.nbytes, ctx.layout, select.codec_kind(codec),
                           op.commutative, send.dtype.itemsize, mpi_can)
 

@@ -34,7 +34,7 @@ from ._mpi import complete
 if TYPE_CHECKING:
     from .context import Context
 
-__all__ = ["MismatchError", "CHECK_ENV", "every_call", "verify", "start", "Check", "refresh",
+__all__ = ["MismatchError", "CHECK_ENV", "every_call", "start", "Check", "refresh",
            "tag_bits", "say"]
 
 CHECK_ENV = "MPICOLL_CHECK"
@@ -72,18 +72,12 @@ def tag_bits(kind: tuple) -> int:
     return zlib.crc32(f"{count}|{dtype.str}|{op}|{algorithm}|{codec}".encode())
 
 
-def verify(ctx: Context, call: int, kind: tuple, bits: int) -> None:
-    """Raise MismatchError on every rank unless all ranks of ``ctx`` run the same ``kind`` (whose
-    :func:`tag_bits` are ``bits``) as their ``call``-th collective. Collective: every rank must
-    call it for the same call. Cheap: one native allreduce of four integers."""
-    check = start(ctx, call, kind, bits)
-    if check is not None:
-        check.finish()
-
-
 def start(ctx: Context, call: int, kind: tuple, bits: int) -> Check | None:
-    """:func:`verify`, started: the caller finishes it before the call moves any data, and
-    meanwhile prepares the call (the check's latency hides behind that). None on one rank."""
+    """Start comparing, across the ranks of ``ctx``, the ``kind`` (whose :func:`tag_bits` are
+    ``bits``) of their ``call``-th collective; None on one rank. Collective: every rank starts
+    it for the same call. The caller finishes it (:meth:`Check.finish`: MismatchError on every
+    rank if they differ) before the call moves any data, and meanwhile prepares the call, which
+    hides the check's latency."""
     return None if ctx.size == 1 else Check(ctx, call, kind, bits)
 
 

@@ -19,6 +19,7 @@ from mpi4py import MPI
 from . import _mpi, topology, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
+from .engine import lower
 from .schedule import Schedule
 
 
@@ -37,6 +38,14 @@ class CachedPlan:
         self.schedule = schedule
         self.staging: Any = None
         self._spare: list[tuple[Any, Any]] = []
+        self._lowered: tuple | None | bool = False  # not lowered yet
+
+    @property
+    def lowered(self) -> tuple | None:
+        """The schedule as :func:`mpicoll.engine.lower` flattens it (None: it cannot be), once."""
+        if self._lowered is False:
+            self._lowered = lower(self.schedule)
+        return self._lowered  # type: ignore[return-value]
 
     def take_scratch(self, dtype: np.dtype, xp: Any = np) -> tuple[Any, Any]:
         """(tmp, wire) in array module ``xp`` for one execution; several in flight at once each

@@ -1,17 +1,18 @@
-"""The blocking call's fast path: a call like the previous one, its checks reduced to comparisons.
+"""The blocking call's fast path: a call like an earlier one, its checks reduced to comparisons.
 
 Scientific codes call ``allreduce`` with the same kind of arguments every iteration (two dot
 products of a conjugate gradient, a tally array). The full path re-validates them, resolves
 the algorithm, builds a request, buffers and executions — some 10 µs of Python where native MPI
 takes 2. Here a call whose communicator, op, algorithm, codec (none), array type, dtype, shape,
-strides and in-place choice match the previous blocking call runs that call's verified plan,
-lowered to flat tuples (:func:`mpicoll.engine.lower`), with nothing built per call.
+strides and in-place choice match an earlier blocking call runs that call's verified plan,
+lowered to flat tuples once (:attr:`mpicoll.context.CachedPlan.lowered`), with nothing built
+per call.
 
 Every rank must send the same messages whichever path it takes, so the fast path decides
 nothing the full path would decide differently: it takes the collective's number and tag the
 same way, and steps aside (returns None) whenever the full path has something to do: another
 collective in flight (the progress engine must drive it while this one waits), arrays that are
-not plain NumPy or might overlap. What changes rarely is not looked at per call: a shortcut is
+not plain NumPy or that overlap. What changes rarely is not looked at per call: a shortcut is
 made only without timing records, ``MPICOLL_CHECK=1`` or the watchdog, and is dropped
 (:func:`forget`) when any of them starts or a communicator forgets its verified kinds (whose
 fingerprint check the full path then makes again, on every rank alike).
@@ -28,8 +29,8 @@ from mpi4py.MPI import IN_PLACE
 
 from . import check, inflight, timing, watchdog
 from .algorithm import Algorithm, native
-from .context import Context
-from .engine import bind, lower, run_bound
+from .context import CachedPlan, Context
+from .engine import bind, run_bound
 from .ops import Op
 
 __all__ = ["Shortcut", "last", "keep", "retry", "forget"]
@@ -104,17 +105,20 @@ class Shortcut:
 
     @staticmethod
     def make(args: tuple, send: Any, recv: Any, ctx: Context, kind_bits: int, op: Op,
-             algorithm: Algorithm, schedule: Any) -> Shortcut | None:
-        """A shortcut for calls like this one (``schedule``: the plan that ran, None for
+             algorithm: Algorithm, plan: CachedPlan | None) -> Shortcut | None:
+        """A shortcut for calls like this one (``plan``: the cached plan that ran, None for
         native), or None if the fast path cannot run them. Whatever would change that later
         (:func:`forget`'s callers) drops the shortcut, so a call need not look again."""
-        if type(send) is not np.ndarray or (schedule is None and algorithm is not native.ALGORITHM) \
+        if type(send) is not np.ndarray or (plan is None and algorithm is not native.ALGORITHM) \
                 or check.every_call or timing._active is not None or watchdog._thread is not None:
             return None
-        rounds = () if schedule is None else lower(schedule)
-        if rounds is None:
+        if plan is None:
+            return Shortcut(args, send, recv is send, ctx, kind_bits, op, algorithm, None, ())
+        rounds = plan.lowered
+        if rounds is None:  # codec steps: only the full engine runs them
             return None
-        return Shortcut(args, send, recv is send, ctx, kind_bits, op, algorithm, schedule, rounds)
+        return Shortcut(args, send, recv is send, ctx, kind_bits, op, algorithm, plan.schedule,
+                        rounds)
 
     def __call__(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
         """The result of ``allreduce(sendbuf, recvbuf, op=op, algorithm=algorithm,
@@ -142,7 +146,8 @@ class Shortcut:
         elif type(recvbuf) is not np.ndarray or recvbuf is sendbuf \
                 or recvbuf.dtype is not dtype or recvbuf.shape != shape \
                 or recvbuf.strides != strides or not recvbuf.flags.writeable \
-                or not (sendbuf.base is None and recvbuf.base is None):  # owners never overlap
+                or ((sendbuf.base is not None or recvbuf.base is not None)  # owners never overlap
+                    and np.may_share_memory(sendbuf, recvbuf)):  # views: the full path decides
             return None
         else:
             recv = recvbuf
@@ -154,7 +159,7 @@ class Shortcut:
         next(ctx._calls)  # numbered (and tagged) as on the full path: the ranks stay in step
         ctx.busy = True
         try:
-            if self.native:  # native.post, inlined: this path's budget is half a microsecond
+            if self.native:  # NativeExecution, inlined: this path's budget is half a microsecond
                 if self.average:
                     np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
                     sendbuf = recv

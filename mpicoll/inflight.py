@@ -145,9 +145,7 @@ def release_one(request: Request) -> None:
 
 def _release(mine: list[Request]) -> None:
     for r in mine:
-        r._claimed = False
-        if r.done:
-            _drop(r)
+        release_one(r)
 
 
 def _drop(request: Request) -> None:

@@ -24,10 +24,9 @@ from .._mpi import complete
 from .base import Algorithm, Call
 
 if TYPE_CHECKING:
-    from ..context import Context
     from ..ops import Op
 
-__all__ = ["ALGORITHM", "NativeExecution", "exact", "post"]
+__all__ = ["ALGORITHM", "NativeExecution", "exact"]
 
 _OPEN_MPI = MPI.Get_library_version().startswith("Open MPI")
 
@@ -36,11 +35,6 @@ def exact(dtype) -> bool:
     """Whether MPI's own sum of ``dtype`` wraps as NumPy does: Open MPI's ``op/avx`` saturates
     8- and 16-bit integer sums (open-mpi/ompi#8045), so ``auto`` never hands it those."""
     return not (_OPEN_MPI and dtype.kind in "iu" and dtype.itemsize <= 2)
-
-
-def post(send: Any, recv: Any, op: Op, ctx: Context) -> MPI.Request:
-    """Start ``MPI_Iallreduce`` of ``send`` into ``recv`` on ``ctx``'s communicator."""
-    return ctx.comm.Iallreduce(_first(send, recv, op, ctx.size), recv, op.mpi)
 
 
 def _first(send: Any, recv: Any, op: Op, size: int) -> Any:
@@ -96,7 +90,9 @@ class NativeExecution:
     def _post(self) -> None:
         call = self._call
         if call is not None:
-            self._request, self._call = post(call.send, call.recv, call.op, call.ctx), None
+            first = _first(call.send, call.recv, call.op, call.ctx.size)
+            self._request = call.ctx.comm.Iallreduce(first, call.recv, call.op.mpi)
+            self._call = None
 
     def _finished(self) -> None:
         self._request = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..schedule import Builder, BufferName, Recv, Reduce, Region, Send, split
 from .base import Algorithm, Frames, Layout, Options
-from .recursive_doubling import fold_in, fold_out, folded_rank, folded_size, masks, ordered, real_rank
+from .recursive_doubling import folded, masks, ordered, real_rank
 
 Span = tuple[int, int]
 
@@ -62,13 +62,8 @@ def allgather(b: Builder, rounds: list[tuple[int, Span, Span]]) -> None:
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
-    pof2 = folded_size(layout.size)
-    rem = layout.size - pof2
-    contribution = fold_in(b, layout.rank, rem, count, src)
-    me = folded_rank(layout.rank, rem)
-    if me is not None:
-        allgather(b, reduce_scatter(b, me, rem, split(0, count, pof2), contribution))
-    fold_out(b, layout.rank, rem, count)
+    folded(b, layout, count, src, lambda me, rem, pof2, contribution: allgather(
+        b, reduce_scatter(b, me, rem, split(0, count, pof2), contribution)))
 
 
 ALGORITHM = Algorithm("rabenseifner",

@@ -16,6 +16,8 @@ end with the same bits.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ..schedule import Builder, BufferName, Recv, Reduce, Region, Send
 from .base import Algorithm, Frames, Layout, Options
 
@@ -88,15 +90,23 @@ def exchange(b: Builder, me: int, rem: int, pof2: int, count: int, src: BufferNa
             src = "recv"
 
 
-def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
-         frames: Frames | None) -> None:
+def folded(b: Builder, layout: Layout, count: int, src: BufferName,
+           body: Callable[[int, int, int, BufferName], None]) -> None:
+    """Fold the ranks beyond a power of two in, run ``body(me, rem, pof2, contribution)`` on
+    the ranks left, fold the result back out: the frame rd and Rabenseifner share."""
     pof2 = folded_size(layout.size)
     rem = layout.size - pof2
     contribution = fold_in(b, layout.rank, rem, count, src)
     me = folded_rank(layout.rank, rem)
     if me is not None:
-        exchange(b, me, rem, pof2, count, contribution)
+        body(me, rem, pof2, contribution)
     fold_out(b, layout.rank, rem, count)
+
+
+def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
+         frames: Frames | None) -> None:
+    folded(b, layout, count, src,
+           lambda me, rem, pof2, contribution: exchange(b, me, rem, pof2, count, contribution))
 
 
 ALGORITHM = Algorithm("rd", "recursive doubling: lg p exchanges of the whole vector, for small messages",

@@ -22,9 +22,9 @@ PLAIN = list(names(plain=True)) + ["auto"]
 @pytest.mark.parametrize("algorithm", PLAIN)
 @pytest.mark.parametrize("inplace", [False, True], ids=["out-of-place", "in-place"])
 def test_repeated_calls_mixing_fast_and_full_paths(algorithm, inplace):
-    """Thirty calls of one kind with new values each time. Odd ranks pass views every other
-    call (their base is set, so they take the full path) while even ranks repeat their own
-    arrays (the fast path): results must still equal MPI's, the same bits on every rank."""
+    """Thirty calls of one kind with new values each time. Odd ranks drop their shortcuts and
+    pass new views every other call (the full path) while even ranks repeat their own arrays
+    (the fast path): results must still equal MPI's, the same bits on every rank."""
     rank, p = WORLD.Get_rank(), WORLD.Get_size()
     for dtype, op in (("f8", "sum"), ("i4", "max"), ("f4", "avg")):
         for count in (1, p + 1, 97):
@@ -36,7 +36,10 @@ def test_repeated_calls_mixing_fast_and_full_paths(algorithm, inplace):
                 ref = native(WORLD, x, "sum" if op == "avg" else op)
                 if op == "avg":
                     ref = ref / p
-                send, recv = (x[:], out[:]) if rank % 2 and i % 2 else (x, out)
+                send, recv = (x, out)
+                if rank % 2 and i % 2:
+                    fastpath.forget()
+                    send, recv = x[:], out[:]
                 result = mpicoll.allreduce(send, send if inplace else recv, op=op,
                                            algorithm=algorithm)
                 got = send if inplace else recv
@@ -60,6 +63,16 @@ def test_the_fast_path_is_taken():
     assert second is not first
     mpicoll.allreduce(x, algorithm="ring")  # alternating kinds keep their shortcuts
     assert fastpath.last is first and fastpath.older[0] is second
+
+
+def test_views_take_the_fast_path_unless_they_overlap():
+    x, y, z = np.ones(10), np.empty(10), np.ones(20)
+    mpicoll.allreduce(x, y, algorithm="ring")
+    mine = fastpath.last
+    mpicoll.allreduce(z[:10], z[10:], algorithm="ring")  # new views, apart: still the fast path
+    assert fastpath.last is mine and np.all(z[10:] == WORLD.Get_size())
+    with pytest.raises(ValueError, match="overlaps"):  # the full path refuses, on every rank
+        mpicoll.allreduce(z[:10], z[5:15], algorithm="ring")
 
 
 @pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs two ranks")
