@@ -100,7 +100,8 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
         if chosen is native.ALGORITHM:
             bound = BoundNative(call.send, call.recv, op_, ctx.comm,
                                 address(call.send) == address(call.recv), ctx.spins)
-        elif plan is not None and plan.lowered is not None:
+        elif plan is not None and plan.lowered is not None and not plan.schedule.node_count:
+            # (a shared-memory plan reruns executions: they queue for the node window)
             tmp = np.empty(plan.schedule.tmp_count, send.dtype)
             bound = BoundRounds(plan.lowered, (call.send, call.recv, tmp), ctx.comm,
                                 call.tags[0], op_, plan.schedule)

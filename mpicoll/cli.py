@@ -86,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from . import algorithm, bench
+    from . import bench, context, tune
 
-    names = args.algorithms or ",".join(algorithm.names(plain=True) + ("auto",))
+    comm = MPI.COMM_WORLD
+    nodes = len(context.of(comm).layout.nodes)
+    names = args.algorithms or ",".join(tune.candidates(nodes) + ("auto",))  # shm: one node
     settings = bench.Settings(
         sizes=bench.size_range(args.sizes, args.factor),
         algorithms=[a for a in names.split(",") if a],
@@ -96,7 +98,6 @@ def _bench(args: argparse.Namespace) -> int:
         check=not args.no_check, codecs=[c for c in args.codecs.split(",") if c])
     if settings.iters < 1 or settings.warmup < 0:
         raise ValueError("iterations must be >= 1 and warm-up >= 0")
-    comm = MPI.COMM_WORLD
     rows = bench.run(settings, comm, progress=not args.no_progress,
                      emit=lambda line: print(line, flush=True))
     wrong = comm.bcast(int(rows["wrong"].max()) if len(rows) else 0, root=0)

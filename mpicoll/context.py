@@ -16,14 +16,15 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import _mpi, topology, watchdog
+from . import _mpi, node_window, topology, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .engine import lower
+from .node_window import NodeWindow
 from .schedule import Schedule
 
 
-__all__ = ["Context", "CachedPlan", "ConcurrentUseError", "of", "live"]
+__all__ = ["Context", "CachedPlan", "ConcurrentUseError", "of", "live", "free_windows"]
 
 MAX_PLANS = 64
 MAX_VERIFIED = 4096
@@ -86,6 +87,7 @@ class Context:
         self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
         self._owner: int | None = None   # the thread that started the last collective
         self.busy = False  # a blocking call on the fast path is running (mpicoll.fastpath)
+        self._node_window: NodeWindow | None = None
         _LIVE.add(self)
         watchdog.ensure_started()  # MPICOLL_TIMEOUT: read with the first communicator
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
@@ -172,9 +174,18 @@ class Context:
         """The part of a tag that carries the fingerprint hash ``kind_bits``."""
         return (kind_bits & ((1 << self._kind_bits) - 1)) * self._sequence_mod
 
+    def node_window(self, node: tuple[int, ...]) -> NodeWindow:
+        """The shared window of this rank's node, ``node`` (created, collectively over the
+        node's ranks, by the first plan that uses it)."""
+        if self._node_window is None:
+            self._node_window = NodeWindow(self.comm, node)
+        return self._node_window
+
     def free(self) -> None:
         _LIVE.discard(self)
         if not MPI.Is_finalized():
+            if self._node_window is not None:
+                self._node_window.free()
             self.check_comm.Free()
             self.comm.Free()
 
@@ -185,6 +196,11 @@ _LIVE: weakref.WeakSet[Context] = weakref.WeakSet()
 def live() -> list[Context]:
     """Every context not yet freed (their communicators still exist)."""
     return list(_LIVE)
+
+
+def free_windows() -> None:
+    """Free the node windows of every live context (collectively: at exit)."""
+    node_window.free_all([ctx._node_window for ctx in live() if ctx._node_window is not None])
 
 
 def _delete(comm: MPI.Comm, keyval: int, ctx: Context) -> None:

@@ -13,7 +13,8 @@ machine at hand; without a tuning file the :data:`BUILTIN` figures apply.
 The schedules run as in :mod:`mpicoll.simulate`, with clocks instead of data: a round starts
 after the rank's previous one plus the overhead; a message arrives once both ends have posted
 it, α + β per byte later (a rank's sends in one round leave one after another); a round ends
-with its last arrival, then its local steps take γ per byte.
+with its last arrival, then its local steps take γ per byte. A barrier of a node (shared
+memory) ends α after the last of its ranks entered it.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
     position = [0] * size
     posted: list[float | None] = [None] * size
     channels: dict[tuple[int, int], deque[tuple[float, float]]] = defaultdict(deque)
+    arrived: list[list[float]] = [[] for _ in range(size)]  # when each barrier was entered
     while True:
         moved = False
         for r in range(size):
@@ -116,6 +118,8 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
                         level = "local" if node_of[r] == node_of[t.peer] else "remote"
                         queued += len(t.region) * itemsize * beta[level]
                         channels[(r, t.peer)].append((start, queued + alpha[level]))
+                if rnd.sync:
+                    arrived[r].append(start)
                 moved = True
             wanted: dict[int, int] = defaultdict(int)
             for t in rnd.transfers:
@@ -124,6 +128,12 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
             if any(len(channels[(peer, r)]) < n for peer, n in wanted.items()):
                 continue
             end = start
+            if rnd.sync:  # a barrier of the node: once all are in, a message's latency later
+                k = len(arrived[r])
+                node = schedules[r].node
+                if any(len(arrived[q]) < k for q in node):
+                    continue
+                end = max(arrived[q][k - 1] for q in node) + alpha["local"]
             for t in rnd.transfers:
                 if not isinstance(t, Send):
                     sent, travel = channels[(t.peer, r)].popleft()

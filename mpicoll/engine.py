@@ -18,6 +18,7 @@ from .timing import Record
 
 if TYPE_CHECKING:
     from .codecs import Codec, ErrorFeedback
+    from .node_window import NodeWindow
     from .transport import Binding
 
 __all__ = ["Buffers", "Execution", "Stage", "run_local"]
@@ -32,11 +33,13 @@ class Buffers:
 
     def __init__(self, send: np.ndarray, recv: np.ndarray, tmp: np.ndarray,
                  wire: np.ndarray | None = None, residual: np.ndarray | None = None,
-                 feedback: ErrorFeedback | None = None):
+                 feedback: ErrorFeedback | None = None, node: np.ndarray | None = None,
+                 window: NodeWindow | None = None):
         self.xp = array_module(send)
         self.feedback = feedback  # whose residual ``residual`` is: it drops what is not finite
+        self.window = window  # whose memory ``node`` is, and whose barriers ``sync`` rounds pass
         self.arrays: dict[str, Array] = {"send": send, "recv": recv, "tmp": tmp, "wire": wire,
-                                         "residual": residual}
+                                         "residual": residual, "node": node}
         self._bytes = {name: a.view(np.uint8) for name, a in self.arrays.items() if a is not None}
         self._itemsize = {name: a.itemsize for name, a in self.arrays.items() if a is not None}
 
@@ -55,8 +58,10 @@ class Buffers:
 def _where(schedule: Schedule, index: int, tag: int) -> str:
     """Round ``index`` of ``schedule`` and whom it waits on, for reports."""
     rnd = schedule.rounds[index]
-    peers = ", ".join(f"{'send to' if isinstance(t, Send) else 'receive from'} rank {t.peer}"
-                      for t in rnd.transfers) or "local steps"
+    peers = ", ".join([f"{'send to' if isinstance(t, Send) else 'receive from'} rank {t.peer}"
+                       for t in rnd.transfers]
+                      + ([f"the barrier of node {list(schedule.node)}"] if rnd.sync else [])) \
+        or "local steps"
     return (f"round {index + 1} of {len(schedule.rounds)}"
             + (f" ({rnd.phase})" if rnd.phase else "") + f", tag {tag}: {peers}")
 
@@ -81,8 +86,9 @@ def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None
     kernel = op.kernel_in(xp)
     with np.errstate(all="ignore"):  # overflow to inf / wrap-around is the MPI result too
         for step in steps:
-            if isinstance(step, Reduce):
-                kernel(view(step.left), view(step.right), out=view(step.dst))
+            if isinstance(step, Reduce):  # in the node window (host memory) NumPy's kernel
+                (op.kernel if step.dst.buf == "node" else kernel)(
+                    view(step.left), view(step.right), out=view(step.dst))
             elif isinstance(step, Decode):
                 if step.add:
                     _codec(codec).decode_add(view(step.src), view(step.dst))
@@ -91,13 +97,23 @@ def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None
             elif isinstance(step, Encode):
                 _encode(step, bufs, _codec(codec))
             elif isinstance(step, Copy):
-                xp.copyto(view(step.dst), view(step.src))
+                _copy(view(step.dst), view(step.src), xp)
             elif isinstance(step, Scale):
                 xp.multiply(view(step.src), step.factor, out=view(step.dst), casting="unsafe")
             elif isinstance(step, Zero):
                 view(step.dst)[...] = 0
             else:
                 raise TypeError(f"unknown schedule step {step!r}")
+
+
+def _copy(dst: Array, src: Array, xp: object) -> None:
+    """``dst[...] = src``, also between device arrays and the node window (host memory)."""
+    if type(dst) is type(src):
+        xp.copyto(dst, src)  # type: ignore[attr-defined]
+    elif isinstance(dst, np.ndarray):
+        src.get(out=dst)  # device to host
+    else:
+        dst.set(src)  # host to device
 
 
 def _codec(codec: Codec | None) -> Codec:
@@ -166,6 +182,10 @@ class Execution:
         # messages away, and MPI reports a message larger than its receive.
         self._statuses: list[MPI.Status] | None = [] if check.every_call else None
         self._early: dict[int, int] | None = None  # sizes of receives a Waitany completed
+        # Collectives on one node window run one after another, in the order they first move
+        # (start order: the engine advances a collective as it starts it).
+        self._window = bufs.window if schedule.node_count else None
+        self._queued = False
         if not schedule.rounds:
             self._finished()
 
@@ -186,6 +206,8 @@ class Execution:
 
     def test(self) -> bool:
         """Advance without blocking; return True once every round has finished."""
+        if self._window is not None and self._next == 0 and not self._my_turn():
+            return False  # an earlier collective still uses the node window
         while not self.done:
             if self._pending is None:
                 self._start(self.schedule.rounds[self._next])
@@ -203,8 +225,23 @@ class Execution:
             self._finish(self.schedule.rounds[self._next - 1])
         return True
 
+    def _my_turn(self) -> bool:
+        window = self._window
+        assert window is not None
+        if not self._queued:
+            window.enqueue(self)
+            self._queued = True
+        return window.turn(self)
+
+    def _turn(self) -> None:
+        """Take the window in a wait that runs alone (nothing else is in flight)."""
+        if self._window is not None and self._next == 0 and not self._my_turn():
+            raise RuntimeError("mpicoll: a collective on the node window waited alone while an "
+                               "earlier one still held the window")
+
     def wait(self) -> None:
         """Run every remaining round to completion."""
+        self._turn()
         while not self.done:
             if self._pending is None:
                 self._start(self.schedule.rounds[self._next])
@@ -238,6 +275,8 @@ class Execution:
                 raise self._mismatch(f"{got} bytes arrived where {expected} were expected")
 
     def _mismatch(self, what: str) -> MismatchError:
+        if self._window is not None:  # it stops here: the next collective may have the window
+            self._window.leave(self)
         return _mismatch(self.where(), what)
 
     def _start(self, rnd: Round) -> None:
@@ -248,6 +287,8 @@ class Execution:
         # Receives first: a message that finds its receive posted skips the unexpected queue.
         reqs = [comm.Irecv(raw(t.region), t.peer, tag) for t in rnd.transfers if not isinstance(t, Send)]
         reqs += [comm.Isend(raw(t.region), t.peer, tag) for t in rnd.transfers if isinstance(t, Send)]
+        if rnd.sync:
+            reqs.append(self._bufs.window.ibarrier())  # type: ignore[union-attr]
         if self._statuses is not None:
             self._early = None
             if len(self._statuses) < len(reqs):
@@ -258,6 +299,8 @@ class Execution:
     def _finish(self, rnd: Round) -> None:
         self._pending = None
         self.progressed = time.monotonic()
+        if rnd.sync:
+            self._bufs.window.fence()  # type: ignore[union-attr]
         if self._link is None:
             if rnd.local:
                 run_local(rnd.local, self._bufs, self._op, self._codec)
@@ -276,6 +319,8 @@ class Execution:
             self._finished()
 
     def _finished(self) -> None:
+        if self._window is not None:
+            self._window.leave(self)
         if self._link is not None:
             self._link.close()
         if self._record is not None:
@@ -284,13 +329,13 @@ class Execution:
 
 # ---- the blocking fast path: a cached schedule lowered to flat tuples, run in a tight loop
 
-_BUFFERS = ("send", "recv", "tmp")
+_BUFFERS = ("send", "recv", "tmp", "node")
 _REDUCE, _COPY, _SCALE = 0, 1, 2
 
 
 def lower(schedule: Schedule) -> tuple | None:
     """``schedule`` as flat per-round tuples for :func:`bind`: ``(receives, sends,
-    steps)`` with transfers ``(buffer index, start, stop, peer)`` and steps ``(kind, dst,
+    steps, sync)`` with transfers ``(buffer index, start, stop, peer)`` and steps ``(kind, dst,
     left, right, factor)`` over regions ``(buffer index, start, stop)``. None when it uses
     what only the full engine runs (codec frames, error feedback)."""
     try:
@@ -317,20 +362,21 @@ def _lower_round(rnd: Round) -> tuple:
             raise LookupError(step)
     receives = tuple((*at(t.region), t.peer) for t in rnd.transfers if not isinstance(t, Send))
     sends = tuple((*at(t.region), t.peer) for t in rnd.transfers if isinstance(t, Send))
-    return receives, sends, tuple(steps)
+    return receives, sends, tuple(steps), rnd.sync
 
 
-def bind(rounds: tuple, arrays: tuple) -> tuple:
-    """Lowered rounds on ``arrays`` (flat send, recv, tmp): per round ``(pair, receives, sends,
-    steps)`` with message specs ``([view, MPI.BYTE], peer)``, ``pair`` when it is one receive and
-    one send (then one ``Sendrecv``: the same messages, a third of the calls), and the steps of
-    :func:`bind_steps`."""
+def bind(rounds: tuple, arrays: tuple, window: NodeWindow | None = None) -> tuple:
+    """Lowered rounds on ``arrays`` (flat send, recv, tmp, and the node window's memory for a
+    schedule that uses it): per round ``(pair, receives, sends, steps, barrier)`` with message
+    specs ``([view, MPI.BYTE], peer)``, ``pair`` when it is one receive and one send (then one
+    ``Sendrecv``: the same messages, a third of the calls), the steps of :func:`bind_steps`,
+    and ``window`` for a round that passes its barrier."""
     byte = MPI.BYTE
     return tuple((len(receives) == 1 and len(sends) == 1,
                   tuple(([arrays[b][lo:hi], byte], peer) for b, lo, hi, peer in receives),
                   tuple(([arrays[b][lo:hi], byte], peer) for b, lo, hi, peer in sends),
-                  bind_steps(steps, arrays))
-                 for receives, sends, steps in rounds)
+                  bind_steps(steps, arrays), window if sync else None)
+                 for receives, sends, steps, sync in rounds)
 
 
 def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedule) -> None:
@@ -338,13 +384,15 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
     alone, without its per-round objects."""
     index = 0
     try:
-        for index, (pair, receives, sends, steps) in enumerate(rounds):
+        for index, (pair, receives, sends, steps, barrier) in enumerate(rounds):
             if pair:
                 comm.Sendrecv(sends[0][0], sends[0][1], tag, receives[0][0], receives[0][1], tag)
             elif receives or sends:
                 requests = [comm.Irecv(spec, peer, tag) for spec, peer in receives]
                 requests += [comm.Isend(spec, peer, tag) for spec, peer in sends]
                 MPI.Request.Waitall(requests)
+            if barrier is not None:
+                barrier.barrier()
             if steps:
                 run_bound_steps(steps, op)
     except MPI.Exception as error:

@@ -83,7 +83,7 @@ class Shortcut:
     __slots__ = ("comm", "op_arg", "algorithm_arg", "dtype", "shape", "strides", "in_place",
                  "flat", "ctx", "op", "tag_high", "schedule", "rounds", "tmp", "native",
                  "name", "post", "mpi_op", "average", "last_send", "last_recv", "bound",
-                 "bound_recv")
+                 "bound_recv", "window", "node", "memory")
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context,
                  kind_bits: int, op: Op, algorithm: Algorithm, schedule: Any, rounds: tuple):
@@ -98,6 +98,11 @@ class Shortcut:
         self.schedule = schedule
         self.rounds = rounds
         self.tmp = None if schedule is None else np.empty(schedule.tmp_count, send.dtype)
+        self.window = None if schedule is None or not schedule.node_count \
+            else ctx.node_window(schedule.node)  # the window the full path just bound
+        self.node = None if self.window is None \
+            else self.window.view(send.dtype, schedule.node_count)
+        self.memory = None if self.window is None else self.window.memory
         # The last call's arrays, and the rounds bound to them: the same arrays again need
         # fewer checks and no new views (views held also keep NumPy from resizing an array).
         self.last_send = self.last_recv = self.bound_recv = None
@@ -152,6 +157,8 @@ class Shortcut:
         else:
             recv = recvbuf
         ctx = self.ctx
+        if self.window is not None and self.window.memory is not self.memory:
+            return None  # the window grew since: every rank must use the new one
         if inflight._outstanding:  # the progress engine must drive them while this one waits
             return None
         if get_ident() != ctx._owner or ctx.busy:  # ctx.claim(), inlined
@@ -174,7 +181,8 @@ class Shortcut:
                 if recv is not self.bound_recv or sendbuf is not self.last_send:
                     send, out = (sendbuf.reshape(-1), recv.reshape(-1)) if self.flat \
                         else (sendbuf, recv)
-                    self.bound, self.bound_recv = bind(self.rounds, (send, out, self.tmp)), recv
+                    self.bound, self.bound_recv = \
+                        bind(self.rounds, (send, out, self.tmp, self.node), self.window), recv
                 run_bound(self.bound, ctx.comm, tag, self.op, self.schedule)
         finally:
             ctx.busy = False

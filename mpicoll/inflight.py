@@ -10,8 +10,9 @@ A request is advanced by one thread at a time: a thread *claims* the requests it
 others skip claimed ones. A wait on the only collective in flight blocks in MPI (``Waitall``);
 with several in flight it advances them all and blocks in ``Waitany`` until one moves.
 
-At exit, collectives still in flight are finished, and the ranks of every communicator mpicoll
-used pass a barrier: with MPICH, a rank that returned from its last request and went on into
+At exit, collectives still in flight are finished, the ranks of every communicator mpicoll
+used pass a barrier (and free the shared-memory windows, which MPICH over libfabric needs
+freed before its finalize): with MPICH, a rank that returned from its last request and went on into
 ``MPI_Finalize`` stopped progressing what its neighbours still needed (a last rendezvous send),
 and they hung. A watchdog (``MPICOLL_TIMEOUT``, :mod:`mpicoll.watchdog`) turns a collective
 that stops moving into a report and an abort.
@@ -174,6 +175,8 @@ def finish_at_exit() -> None:
     if barriers:
         with watchdog.Blocked(lambda: "the barrier at exit (the other ranks' collectives)"):
             MPI.Request.Waitall(barriers)
+    with watchdog.Blocked(lambda: "freeing the shared-memory windows at exit"):
+        context.free_windows()
 
 
 atexit.register(finish_at_exit)

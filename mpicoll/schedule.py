@@ -6,10 +6,14 @@ caller's buffers.
 Buffers: ``send`` (this rank's contribution, never written unless it is also ``recv``),
 ``recv`` (the result), ``tmp`` (scratch, ``Schedule.tmp_count`` elements), and for compressed
 schedules ``wire`` (frame slots, ``Schedule.wire_nbytes`` bytes; its regions count bytes) and
-``residual`` (what error feedback still owes, the shape of ``recv``).
+``residual`` (what error feedback still owes, the shape of ``recv``), and for schedules that
+work in shared memory ``node`` (the node's window, ``Schedule.node_count`` elements, one flat
+array that every rank of the node reads and writes: see :mod:`mpicoll.node_window`).
 
-A round posts all its receives and sends, waits for them, then runs its local steps in
-order. Rounds are the unit the engine advances, which is what lets a nonblocking request
+A round posts all its receives and sends (and with ``sync`` enters the node's barrier,
+``Schedule.node``: the ranks that share the window), waits for them, then runs its local steps
+in order. A barrier orders the window: what any rank of the node wrote before it, every rank
+sees after it. Rounds are the unit the engine advances, which is what lets a nonblocking request
 progress the same schedule the blocking call runs to completion.
 """
 
@@ -22,7 +26,7 @@ from typing import Iterable, Iterator, Literal, Union
 __all__ = ["BufferName", "Transfer", "Local", "Region", "Send", "Recv", "Reduce", "Copy", "Scale", "Zero", "Encode", "Decode", "Round",
            "Schedule", "Builder", "split"]
 
-BufferName = Literal["send", "recv", "tmp", "wire", "residual"]
+BufferName = Literal["send", "recv", "tmp", "wire", "residual", "node"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,7 @@ class Round:
     transfers: tuple[Transfer, ...]
     local: tuple[Local, ...]
     phase: str = ""  # e.g. "reduce-scatter" or "inter-node/allgather", for timing records
+    sync: bool = False  # the node's ranks pass a barrier with the transfers (shared memory)
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,8 @@ class Schedule:
     rounds: tuple[Round, ...]
     tmp_count: int
     wire_nbytes: int = 0
+    node_count: int = 0  # elements of the node window the rounds address
+    node: tuple[int, ...] = ()  # the ranks whose barriers ``sync`` rounds pass, in node order
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -137,6 +144,8 @@ class Builder:
     rounds: list[Round] = field(default_factory=list)
     tmp_count: int = 0
     wire_nbytes: int = 0
+    node_count: int = 0
+    node: tuple[int, ...] = ()
     _phases: list[str] = field(default_factory=list)
 
     @contextmanager
@@ -148,12 +157,21 @@ class Builder:
         finally:
             self._phases.pop()
 
-    def round(self, transfers: Iterable[Transfer] = (), local: Iterable[Local] = ()) -> None:
-        """Append a round, dropping empty transfers and steps (count < p gives empty chunks)."""
+    def round(self, transfers: Iterable[Transfer] = (), local: Iterable[Local] = (),
+              sync: bool = False) -> None:
+        """Append a round, dropping empty transfers and steps (count < p gives empty chunks).
+        ``sync``: the node's ranks (:meth:`window`) pass a barrier in it, even if it is empty."""
         transfers = tuple(t for t in transfers if len(t.region))
         local = tuple(s for s in local if len(s.src if isinstance(s, Encode) else s.dst))
-        if transfers or local:
-            self.rounds.append(Round(transfers, local, "/".join(self._phases)))
+        if transfers or local or sync:
+            self.rounds.append(Round(transfers, local, "/".join(self._phases), sync))
+
+    def window(self, node: tuple[int, ...], count: int) -> None:
+        """Use ``count`` elements of the shared window of the ranks ``node``."""
+        if self.node and self.node != node:
+            raise ValueError(f"one schedule, one node window: {self.node} and {node}")
+        self.node = node
+        self.node_count = max(self.node_count, count)
 
     def tmp(self, count: int) -> None:
         """Reserve ``count`` elements of scratch (phases run one after another and share it)."""
@@ -166,7 +184,8 @@ class Builder:
         return slot
 
     def build(self, algorithm: str, count: int) -> Schedule:
-        return Schedule(algorithm, count, tuple(self.rounds), self.tmp_count, self.wire_nbytes)
+        return Schedule(algorithm, count, tuple(self.rounds), self.tmp_count, self.wire_nbytes,
+                        self.node_count, self.node)
 
 
 def split(start: int, stop: int, parts: int) -> list[tuple[int, int]]:

@@ -2,7 +2,12 @@
 
 Tests use it to check algorithms at world sizes no small machine can launch (1..64 ranks),
 and it finds what a real run would only show as a hang or a race: a receive nobody sends, a
-deadlock, a round that receives into a region it is also sending from.
+deadlock, a round that receives into a region it is also sending from, two ranks of a node
+touching the same window elements between the same two barriers (one of them writing).
+
+The ranks of a node share one ``node`` array; a ``sync`` round completes once every rank of the
+node has reached its barrier of the same number. Schedules concatenated (two calls in a row)
+check that one call's use of the window is safe against the next's.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import numpy as np
 
 from .engine import Buffers, run_local
 from .ops import Op
-from .schedule import Recv, Region, Round, Schedule, Send
+from .schedule import Copy, Recv, Reduce, Region, Round, Scale, Schedule, Send
 
 if TYPE_CHECKING:
     from .codecs import Codec
@@ -37,16 +42,24 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
     size = len(schedules)
     bufs: list[Buffers] = []
     results: list[np.ndarray] = []
+    windows: dict[tuple[int, ...], np.ndarray] = {}
+    for s, x in zip(schedules, inputs):
+        if s.node_count:
+            count = max(t.node_count for t in schedules if t.node == s.node)
+            windows.setdefault(s.node, np.full(count, 55, x.dtype))
     for r, (s, x) in enumerate(zip(schedules, inputs)):
         send = x.copy()
         recv = send if inplace else np.full_like(send, 99)  # garbage that must be overwritten
         results.append(recv)
         bufs.append(Buffers(send, recv, np.full(s.tmp_count, 77, x.dtype),
                             np.full(s.wire_nbytes, 0xEE, np.uint8),
-                            None if residuals is None else residuals[r]))
+                            None if residuals is None else residuals[r],
+                            node=windows.get(s.node)))
     channels: dict[tuple[int, int], deque[np.ndarray]] = defaultdict(deque)
     position = [0] * size
     posted = [False] * size
+    barriers = [0] * size  # barriers reached
+    touched: dict[tuple[tuple[int, ...], int], list[tuple[int, bool, Region]]] = defaultdict(list)
     while any(position[r] < len(schedules[r].rounds) for r in range(size)):
         progressed = False
         for r in range(size):
@@ -58,9 +71,12 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
                 for t in rnd.transfers:
                     if isinstance(t, Send):
                         channels[(r, t.peer)].append(bufs[r].view(t.region).copy())
+                barriers[r] += rnd.sync
                 posted[r] = progressed = True
             wanted = Counter(t.peer for t in rnd.transfers if isinstance(t, Recv))
-            if all(len(channels[(peer, r)]) >= n for peer, n in wanted.items()):
+            node = schedules[r].node
+            if all(len(channels[(peer, r)]) >= n for peer, n in wanted.items()) \
+                    and (not rnd.sync or all(barriers[q] >= barriers[r] for q in node)):
                 for t in rnd.transfers:
                     if isinstance(t, Recv):
                         data = channels[(t.peer, r)].popleft()
@@ -68,6 +84,7 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
                             raise ScheduleError(f"rank {r} expects {len(t.region)} elements from "
                                                 f"{t.peer}, gets {len(data)}")
                         bufs[r].view(t.region)[...] = data
+                _check_races(touched[(node, barriers[r])], r, rnd)
                 run_local(rnd.local, bufs[r], op, codec)
                 position[r] += 1
                 posted[r] = False
@@ -79,6 +96,25 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
     if leftovers:
         raise ScheduleError(f"messages sent but never received: {leftovers}")
     return results  # the recv buffers the schedules wrote
+
+
+def _check_races(seen: list[tuple[int, bool, Region]], rank: int, rnd: Round) -> None:
+    """Between two barriers the ranks of a node run in any order: no window element may be
+    written by one of them and touched by another (``seen``: what others did there)."""
+    mine: list[tuple[int, bool, Region]] = []
+    for step in rnd.local:
+        reads = [step.left, step.right] if isinstance(step, Reduce) else \
+            [step.src] if isinstance(step, (Copy, Scale)) else []
+        mine += [(rank, False, r) for r in reads if r.buf == "node"]
+        if getattr(step, "dst", None) is not None and step.dst.buf == "node":
+            mine.append((rank, True, step.dst))
+    for other, wrote, region in seen:
+        for _, writes, mine_region in mine:
+            if other != rank and (wrote or writes) and region.start < mine_region.stop \
+                    and mine_region.start < region.stop:
+                raise ScheduleError(f"ranks {other} and {rank} race on the node window: "
+                                    f"{region} and {mine_region} between the same barriers")
+    seen += mine
 
 
 def _check_hazards(rank: int, rnd: Round) -> None:

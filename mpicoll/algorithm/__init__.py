@@ -24,6 +24,7 @@ MODULES = (
     "rabenseifner",
     "hybrid",
     "sparse_allgather",
+    "shm",
     "native",
 )
 

@@ -198,7 +198,11 @@ def run_planned(algorithm: Algorithm, call: Call, tag_index: int = 0) -> Iterato
                            call.op.average)
     scratch = plan.take_scratch(send.dtype, array_module(send))
     residual = None if feedback is None else feedback.owed(send)
-    bufs = Buffers(send, call.recv, *scratch, residual=residual, feedback=feedback)
+    schedule = plan.schedule
+    window = ctx.node_window(schedule.node) if schedule.node_count else None
+    node = None if window is None else window.view(send.dtype, schedule.node_count)
+    bufs = Buffers(send, call.recv, *scratch, residual=residual, feedback=feedback, node=node,
+                   window=window)
     link = call.path.bind(plan.schedule, bufs, plan)
     yield Execution(plan.schedule, call.op, ctx.comm, call.tags[tag_index], bufs, codec,
                     call.record, link)

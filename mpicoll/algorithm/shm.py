@@ -1,0 +1,159 @@
+"""Allreduce in shared memory: the ranks of one node read each other's inputs in place.
+
+Each rank copies its input into its segment of the node window (:mod:`mpicoll.node_window`),
+the node passes a barrier, each rank reduces its slice across the L inputs in rank order into
+its result area, another barrier, and each rank copies every slice out: no messages at all,
+about 2n copied and n/L·(L−1) reduced per rank. Long vectors go in chunks, pipelined: in one
+round a rank copies chunk k in, reduces its slice of chunk k−1 and copies chunk k−2 out, so the
+window stays bounded (two input areas of :data:`CHUNK_BYTES` and two result areas of a slice,
+per rank) and one barrier per chunk orders it all.
+
+The window's layout is the same for every call (in bytes, whatever the count or dtype): inputs
+at the front of each rank's segment, results behind them. That is what makes one call safe
+against the next without a closing barrier: a call writes only its own input area before its
+first barrier, and what the previous call's last round still reads is a result area.
+
+Every element is reduced once, in rank order, then copied: every rank gets the same bits, and
+the op need not be commutative.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..schedule import Builder, BufferName, Copy, Local, Reduce, Region, split
+from .base import Algorithm, Frames, Layout, Options
+
+CHUNK_BYTES = 1 << 20
+"""Input per rank per pipeline step; the window holds about (2 + 2/L) times this per rank."""
+
+_ALIGN = 64
+
+
+class Pieces:
+    """How ``count`` elements are cut for a node of ``size`` ranks: rank r owns the slice
+    ``split(0, count, size)[r]``; chunk j holds piece j of every slice, so reducing chunk by
+    chunk leaves each rank's whole slice contiguous (what hybrid's inter-node stage needs)."""
+
+    def __init__(self, count: int, size: int, me: int, itemsize: int):
+        self.size, self.me = size, me
+        chunk = CHUNK_BYTES // itemsize  # elements of one input area
+        slices = split(0, count, size)
+        chunks = max(1, -(-count // chunk))
+        while max(sum(hi - lo for lo, hi in _parts(slices, chunks, j)) for j in range(chunks)) > chunk:
+            chunks += 1  # uneven slices: one more chunk until every chunk fits its area
+        self.slices = slices
+        self.chunks = [_parts(slices, chunks, j) for j in range(chunks)]
+        # Per rank: two input areas, two result areas (bytes, then elements): fixed for a node.
+        area = _up(CHUNK_BYTES)
+        result = _up(-(-CHUNK_BYTES // size) + itemsize * 2)
+        self.segment = (2 * area + 2 * result) // itemsize
+        assert max(hi - lo for c in self.chunks for lo, hi in c) * itemsize <= result
+        self._inputs = (0, area // itemsize)
+        self._results = (2 * area // itemsize, (2 * area + result) // itemsize)
+
+    @property
+    def window(self) -> int:
+        """Elements of the node window the plan uses."""
+        return self.size * self.segment
+
+    def copy_in(self, j: int, src: BufferName) -> list[Local]:
+        """Chunk ``j`` of this rank's input into its input area."""
+        base, at = self.me * self.segment + self._inputs[j % 2], 0
+        steps: list[Local] = []
+        for lo, hi in self.chunks[j]:
+            steps.append(Copy(Region("node", base + at, base + at + hi - lo), Region(src, lo, hi)))
+            at += hi - lo
+        return steps
+
+    def reduce(self, j: int, dst: Region) -> list[Local]:
+        """This rank's piece of chunk ``j``, reduced over every rank's input, into ``dst``."""
+        lo, hi = self.chunks[j][self.me]
+        at = sum(b - a for a, b in self.chunks[j][:self.me])
+        inputs = [Region("node", r * self.segment + self._inputs[j % 2] + at,
+                         r * self.segment + self._inputs[j % 2] + at + hi - lo)
+                  for r in range(self.size)]
+        steps: list[Local] = [Reduce(dst, inputs[0], inputs[1])]
+        steps += [Reduce(dst, dst, right) for right in inputs[2:]]
+        return steps
+
+    def result(self, j: int, rank: int | None = None) -> Region:
+        """Result area of ``rank`` (this one by default) for chunk ``j``'s piece."""
+        rank = self.me if rank is None else rank
+        lo, hi = self.chunks[j][rank]
+        base = rank * self.segment + self._results[j % 2]
+        return Region("node", base, base + hi - lo)
+
+    def copy_out(self, j: int) -> list[Local]:
+        """Every rank's reduced piece of chunk ``j`` from its result area into ``recv``."""
+        return [Copy(Region("recv", *self.chunks[j][r]), self.result(j, r))
+                for r in range(self.size)]
+
+
+def _parts(slices: list[tuple[int, int]], chunks: int, j: int) -> list[tuple[int, int]]:
+    return [split(lo, hi, chunks)[j] for lo, hi in slices]
+
+
+def _up(nbytes: int) -> int:
+    return -(-nbytes // _ALIGN) * _ALIGN
+
+
+def node_of(layout: Layout) -> tuple[tuple[int, ...], int]:
+    """This rank's node and its index in it."""
+    node = next(n for n in layout.nodes if layout.rank in n)
+    return node, node.index(layout.rank)
+
+
+Stage = Callable[[int], list[Local]]
+
+
+def pipelined(b: Builder, node: tuple[int, ...], pieces: Pieces, stages: list[Stage]) -> None:
+    """One round per step of a pipeline over the chunks: round k runs stage s on chunk k − s
+    (later stages first), and every round but the first passes the node's barrier, so stage s
+    of a chunk has finished on every rank before stage s + 1 of it starts on any."""
+    b.window(node, pieces.window)
+    chunks = len(pieces.chunks)
+    for k in range(chunks + len(stages) - 1):
+        steps: list[Local] = []
+        for s in reversed(range(len(stages))):
+            if 0 <= k - s < chunks:
+                steps += stages[s](k - s)
+        b.round(local=steps, sync=k >= 1)
+
+
+def reduce_scatter(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces,
+                   src: BufferName) -> None:
+    """Leave ``recv`` at this rank's slice reduced over the node (hybrid's first stage).
+
+    Reduced in the window, then copied: reductions stay in host memory for device arrays."""
+    with b.phase("reduce-scatter"):
+        pipelined(b, node, pieces, [
+            lambda j: pieces.copy_in(j, src),
+            lambda j: pieces.reduce(j, pieces.result(j))
+            + [Copy(Region("recv", *pieces.chunks[j][me]), pieces.result(j))]])
+
+
+def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> None:
+    """Spread every rank's slice of ``recv`` to the whole node (hybrid's last stage)."""
+    with b.phase("allgather"):
+        pipelined(b, node, pieces, [
+            lambda j: [Copy(pieces.result(j), Region("recv", *pieces.chunks[j][me]))],
+            pieces.copy_out])
+
+
+def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
+         frames: Frames | None) -> None:
+    if len(layout.nodes) > 1:
+        raise ValueError(f"shm needs every rank on one node; these ranks are on "
+                         f"{len(layout.nodes)} (nodes {[list(n) for n in layout.nodes]})")
+    node, me = node_of(layout)
+    pieces = Pieces(count, len(node), me, np.dtype(options.dtype).itemsize)
+    pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
+                                lambda j: pieces.reduce(j, pieces.result(j)),
+                                pieces.copy_out])
+
+
+ALGORITHM = Algorithm("shm", "shared memory inside one node: every rank reduces its slice in place",
+                      plan=plan, one_node=True)

@@ -1,0 +1,136 @@
+"""Shared memory inside a node: one MPI-3 window that every rank of the node reads and writes.
+
+Ranks on one node can read each other's memory: ``MPI.Win.Allocate_shared`` gives each a NumPy
+view of one block all of them share, so a node's reduce-scatter becomes "each rank reduces its
+slice across the inputs, reading them in place" and its allgather "each rank copies the
+reduced slices out", with no messages at all (Li, Hoefler, Hu & Snir 2014; Open MPI's
+``coll/acoll``; MPICH's ``release_gather`` for small messages). Schedules address the window
+as the buffer ``node`` and order its use with ``sync`` rounds, which pass a barrier of the
+node's ranks between two ``Win.Sync`` fences (the MPI-3 idiom for shared windows under the
+unified memory model).
+
+One window per communicator and node, grown on demand (collectively: every rank of the node
+binds the same plan at the same call) and freed with the communicator. A grown window replaces
+the old one for every call after (a fast-path shortcut bound to the old one steps aside, so
+that all ranks use the same memory); the old one is freed with the communicator. Collectives that use it run one at a time, in the order
+they were started (the same on every rank): their schedules are safe against the collective
+just before them, not against one running at the same time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from ._mpi import complete, spins
+
+__all__ = ["NodeWindow", "NotOneNodeError", "free_all"]
+
+_CREATED = itertools.count()
+
+
+class NotOneNodeError(ValueError):
+    """The ranks grouped as one node do not share memory."""
+
+
+class NodeWindow:
+    """The shared window of the ranks ``node`` (ranks of ``comm``, this one among them)."""
+
+    def __init__(self, comm: MPI.Intracomm, node: tuple[int, ...]):
+        group = comm.Get_group()
+        mine = group.Incl(list(node))
+        try:
+            self.comm = comm.Create_group(mine)  # collective over the node's ranks only
+        finally:
+            mine.Free()
+            group.Free()
+        probe = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        shared = probe.Get_size()
+        probe.Free()
+        if shared != self.comm.Get_size():
+            self.comm.Free()
+            raise NotOneNodeError(
+                f"mpicoll: ranks {list(node)} are grouped as one node, but only {shared} of them "
+                "share memory (MPICOLL_RANKS_PER_NODE groups ranks of different hosts?): "
+                "shared-memory algorithms need a node whose ranks share memory")
+        self.node = node
+        world = MPI.COMM_WORLD.Get_group()
+        mine = self.comm.Get_group()
+        try:  # who shares it, in world ranks, and which of theirs it is: the order of frees
+            self.order = (tuple(MPI.Group.Translate_ranks(mine, range(mine.Get_size()), world)),
+                          next(_CREATED))
+        finally:
+            mine.Free()
+            world.Free()
+        self._spins = spins(len(node))
+        self._windows: list[MPI.Win] = []
+        self.memory = np.empty(0, np.uint8)  # the newest window's: what every call binds
+        self._queue: deque[Any] = deque()  # executions using the window, in start order
+
+    def view(self, dtype: np.dtype, count: int) -> np.ndarray:
+        """The window's first ``count`` elements as ``dtype`` (collective when it must grow)."""
+        nbytes = count * dtype.itemsize
+        if nbytes > self.memory.size:
+            self._grow(max(nbytes, 2 * self.memory.size))
+        return self.memory[:nbytes].view(dtype)
+
+    def _grow(self, nbytes: int) -> None:
+        nbytes = -(-nbytes // 4096) * 4096
+        win = MPI.Win.Allocate_shared(nbytes if self.comm.Get_rank() == 0 else 0, 1,
+                                      comm=self.comm)
+        win.Lock_all(MPI.MODE_NOCHECK)  # a passive epoch for Win.Sync, held until freed
+        memory, _ = win.Shared_query(0)
+        self._windows.append(win)
+        self.memory = np.frombuffer(memory, np.uint8, nbytes)  # type: ignore[call-overload]
+
+    def fence(self) -> None:
+        """Make this rank's writes to the window visible, and others' visible to it."""
+        for win in self._windows:
+            win.Sync()
+
+    def ibarrier(self) -> MPI.Request:
+        """Start a barrier of the node (fenced first; :meth:`fence` again once it completes)."""
+        self.fence()
+        return self.comm.Ibarrier()
+
+    def barrier(self) -> None:
+        """The barrier, blocking (the fast path's): still ``Ibarrier``, since MPI never matches
+        a blocking collective with a nonblocking one, and another rank may be in the engine."""
+        complete(self.ibarrier(), self._spins)
+        self.fence()
+
+    # ---- one collective at a time: the engine's executions queue for the window
+    def enqueue(self, execution: Any) -> None:
+        self._queue.append(execution)
+
+    def turn(self, execution: Any) -> bool:
+        """Whether ``execution`` may start: every one started before it has finished."""
+        return self._queue[0] is execution
+
+    def leave(self, execution: Any) -> None:
+        try:
+            self._queue.remove(execution)
+        except ValueError:
+            pass
+
+    def free(self) -> None:
+        """Collective over the node's ranks (when the communicator is freed, or at exit: MPICH
+        over libfabric fails its finalize while a window is left). Once."""
+        if self.comm == MPI.COMM_NULL:
+            return
+        for win in self._windows:
+            win.Unlock_all()
+            win.Free()
+        self._windows, self.memory = [], np.empty(0, np.uint8)
+        self.comm.Free()
+
+
+def free_all(windows: list[NodeWindow]) -> None:
+    """Free ``windows`` in an order every rank agrees on (each free is collective): by the
+    world ranks that share them, then by the order their ranks created them."""
+    for window in sorted(windows, key=lambda w: w.order):
+        window.free()

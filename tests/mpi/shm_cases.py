@@ -1,0 +1,125 @@
+"""Shared-memory cases run on every rank under mpiexec (see tests/test_shm.py).
+
+Every dtype, op, size, in-place and sub-communicator case of tests/mpi/allreduce_cases.py runs
+``shm`` too (it is a registered plain algorithm); these add what is particular to a window that
+ranks share: chunked pipelines, a window that grows under a fast-path shortcut, collectives
+queued for the window in any completion order, persistent requests, communicators that split a
+node, emulated nodes, and the refusal on several nodes. Inputs are small integers, so every
+result must equal MPI's own Allreduce exactly, and be the same bits on every rank.
+"""
+
+import numpy as np
+import pytest
+from helpers import WORLD, assert_everywhere, data, native, same_on_all_ranks
+
+import mpicoll
+from mpicoll import context
+from mpicoll.algorithm import shm
+from mpicoll.topology import node_groups
+
+ONE_NODE = len(context.of(WORLD).layout.nodes) == 1
+ON_ONE_NODE = pytest.mark.skipif(not ONE_NODE, reason="shm runs on one node")
+BOTH = ["shm", "hybrid"]
+
+
+def exact(comm, out, ref, what):
+    assert_everywhere(comm, same_on_all_ranks(comm, out), f"{what}: ranks ended with different bits")
+    assert_everywhere(comm, np.array_equal(out, ref), f"{what}: differs from MPI_Allreduce")
+
+
+def algorithms():
+    return BOTH if ONE_NODE else ["hybrid"]
+
+
+@pytest.mark.parametrize("dtype", ["i1", "u2", "i8", "f2", "f4", "f8", "c16"])
+@pytest.mark.parametrize("op", ["sum", "prod", "min", "max"])
+def test_every_dtype_and_op_in_chunks(dtype, op):
+    """Three pipeline chunks and a ragged end: every piece of every slice lands once."""
+    if np.dtype(dtype).kind == "c" and op in ("min", "max"):
+        pytest.skip("min/max of complex numbers are undefined")
+    count = 2 * shm.CHUNK_BYTES // np.dtype(dtype).itemsize + 7 * WORLD.Get_size() + 3
+    x = data(WORLD, count, dtype, op)
+    ref = native(WORLD, x, op)
+    for algorithm in algorithms():
+        for inplace in (False, True):
+            y = x.copy()
+            out = mpicoll.allreduce(y, y if inplace else None, op=op, algorithm=algorithm)
+            exact(WORLD, out, ref, f"{algorithm} {dtype} {op} in place={inplace}")
+
+
+@ON_ONE_NODE
+def test_window_grows_under_a_shortcut():
+    """A small kind takes the fast path; a larger one grows the window; the small one again
+    must leave its shortcut and use the new window on every rank."""
+    small = data(WORLD, 100, "i4", "sum")
+    large = data(WORLD, 3 * shm.CHUNK_BYTES, "i4", "sum")  # 12 MiB of int32: 12 chunks
+    refs = native(WORLD, small, "sum"), native(WORLD, large, "sum")
+    outs = []
+    for x in (small, small, small, large, small, small, large):
+        outs.append(mpicoll.allreduce(x, algorithm="shm"))
+    for out in outs:
+        exact(WORLD, out, refs[out.size != small.size], f"{out.size} elements")
+
+
+@pytest.mark.parametrize("order", ["started", "reversed"])
+def test_outstanding_requests_complete_in_any_order(order):
+    """Collectives queue for the window in start order; waiting on the last one first (or on
+    each by test() alone) must finish them all, mixed with messages of other algorithms."""
+    p = WORLD.Get_size()
+    xs = [data(WORLD, n, "i8", "sum", seed=n) for n in (1, p + 1, 300_000, 5000, 3, 70_000)]
+    names = (algorithms() * 3)[:len(xs) - 2] + ["ring", "rabenseifner"]
+    requests = [mpicoll.iallreduce(x, algorithm=a) for x, a in zip(xs, names)]
+    if order == "reversed":
+        outs = [r.wait() for r in reversed(requests)][::-1]
+    else:
+        while not all([r.test() for r in requests]):
+            pass
+        outs = [r.wait() for r in requests]
+    for x, out, name in zip(xs, outs, names):
+        exact(WORLD, out, native(WORLD, x, "sum"), name)
+
+
+def test_persistent_and_buckets():
+    x = data(WORLD, 50_000, "f8", "sum")
+    ref = native(WORLD, x, "sum")
+    for algorithm in algorithms():
+        out = np.empty_like(x)
+        with mpicoll.allreduce_init(x, out, algorithm=algorithm) as request:
+            for _ in range(3):
+                request.start()
+                other = mpicoll.iallreduce(x, algorithm=algorithm)  # queued behind it
+                request.wait()
+                exact(WORLD, out, ref, f"persistent {algorithm}")
+                exact(WORLD, other.wait(), ref, f"behind persistent {algorithm}")
+
+
+def test_communicators_that_split_a_node():
+    """Each part gets its own window; parts of one node run at the same time."""
+    rank = WORLD.Get_rank()
+    for comm in (WORLD.Split(rank % 2, rank), WORLD.Split(rank // 2, -rank), WORLD.Dup()):
+        for algorithm in (algorithms() if len(node_groups(comm)) == 1 else ["hybrid"]):
+            for count in (1, comm.Get_size() + 2, 400_000):
+                x = data(comm, count, "i4", "max", seed=3)
+                exact(comm, mpicoll.allreduce(x, op="max", algorithm=algorithm, comm=comm),
+                      native(comm, x, "max"), f"{algorithm} on a part of {comm.Get_size()}")
+        comm.Free()
+
+
+def test_not_offered_on_several_nodes():
+    """Several (emulated) nodes: auto never runs shm, asking for it fails on every rank before
+    anything is sent, and hybrid still runs shared memory inside each node."""
+    layout = context.of(WORLD).layout
+    x = data(WORLD, 1000, "f4", "sum")
+    for nbytes in (8, 1 << 16, 1 << 20, 1 << 26):
+        chosen = mpicoll.choose_algorithm(np.empty(nbytes // 4, np.float32))
+        assert_everywhere(WORLD, ONE_NODE or chosen != "shm", f"auto chose shm at {nbytes} B")
+    if ONE_NODE:
+        return
+    try:
+        mpicoll.allreduce(x, algorithm="shm")
+        error = None
+    except ValueError as e:
+        error = str(e)
+    assert_everywhere(WORLD, error is not None and "one node" in error, f"no clear error: {error}")
+    exact(WORLD, mpicoll.allreduce(x, algorithm="hybrid"), native(WORLD, x, "sum"),
+          f"hybrid on nodes {layout.nodes}")
