@@ -1,5 +1,5 @@
-"""``python -m mpicoll {bench,tune,train,info,plot}``: measure, fit ``auto``, a demo application,
-what this MPI setup is, and pictures."""
+"""``python -m mpicoll {bench,tune,train,info,simulate,plot}``: measure, fit ``auto``, a demo
+application, what this MPI setup is, predictions for any number of ranks, and pictures."""
 
 from __future__ import annotations
 
@@ -69,6 +69,24 @@ def main(argv: list[str] | None = None) -> int:
     info = commands.add_parser("info", help="MPI library, threads, CUDA-awareness, nodes, auto's choices")
     info.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
 
+    simulate = commands.add_parser(
+        "simulate", help="predict bench's table for any number of ranks from the cost model",
+        description="Every rank's schedule run on clocks (mpicoll.costmodel): per-link latency "
+                    "and bandwidth inside and between nodes, the reduction rate, each "
+                    "algorithm's overhead per round, and nodes whose ranks share their links. "
+                    "Beyond a few hundred thousand rounds in all, a lockstep estimate from one "
+                    "node's schedules. No MPI needed.")
+    simulate.add_argument("--ranks", type=int, required=True)
+    simulate.add_argument("--ranks-per-node", type=int, default=1)
+    simulate.add_argument("--preset", default="this-machine",
+                          help="this-machine, emulated-1g or gpu-cluster (default %(default)s)")
+    simulate.add_argument("--model", metavar="FILE.json", help="a tuning file instead of a preset")
+    simulate.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
+    simulate.add_argument("-f", "--factor", type=int, default=2)
+    simulate.add_argument("-a", "--algorithms", default="ring,tree,rd,rabenseifner,hybrid")
+    simulate.add_argument("-d", "--dtype", default="float32")
+    simulate.add_argument("--plot", metavar="FILE.png", help="also draw the table")
+
     plot = commands.add_parser("plot", help="latency and busbw against size from a bench HDF5 file")
     plot.add_argument("file", help="HDF5 file written by bench --output")
     plot.add_argument("--run", type=int, help="run number (default: the last)")
@@ -77,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return {"bench": _bench, "tune": _tune, "train": _train, "info": _info,
+                "simulate": _simulate,
                 "plot": _plot}[args.command](args)
     except (ValueError, TypeError, OSError) as error:  # bad arguments or files: same on every rank
         print(f"mpicoll {args.command}: error: {error}", file=sys.stderr)
@@ -223,6 +242,55 @@ def _capabilities(a: Algorithm) -> str:
             f"tuned by {', '.join(a.tunables)}" if a.tunables else ""]
     said = [s for s in said if s]
     return f" ({'; '.join(said)})" if said else ""
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from . import bench, costmodel, plot, tune
+    from .algorithm import get
+
+    if args.ranks < 1 or args.ranks_per_node < 1:
+        raise ValueError("--ranks and --ranks-per-node must be positive")
+    if args.model:
+        model = tune._load(args.model, 0)
+    elif args.preset in costmodel.PRESETS:
+        model = costmodel.PRESETS[args.preset]
+    else:
+        raise ValueError(f"unknown preset {args.preset!r}; choose one of {list(costmodel.PRESETS)}")
+    k = args.ranks_per_node
+    nodes = tuple(tuple(range(lo, min(lo + k, args.ranks))) for lo in range(0, args.ranks, k))
+    names = [a for a in args.algorithms.split(",") if a]
+    for name in names:
+        if get(name).one_node and len(nodes) > 1:
+            raise ValueError(f"{name} runs on one node only; these ranks are on {len(nodes)}")
+    dtype = np.dtype(args.dtype)
+    busbw = 2 * (args.ranks - 1) / args.ranks if args.ranks > 1 else 1.0
+    rows = []
+    print(f"# mpicoll simulate: {args.ranks} ranks on {len(nodes)} node(s) of up to {k}; "
+          f"model: {model.source}")
+    print(f"# {dtype.name} sum, predicted; native = the better of MPI's rd and rabenseifner "
+          "with native's overhead; ran = events (every rank on clocks) or lockstep (exact "
+          "when every rank moves data in every round alike; a lower bound otherwise)")
+    print("#" + bench._cells(bench.COLUMNS)[1:])
+    for nbytes in bench.size_range(args.sizes, args.factor):
+        count = max(1, nbytes // dtype.itemsize)
+        size = count * dtype.itemsize
+        native = costmodel.predict("native", size, nodes, model, dtype.itemsize)
+        for name in names:
+            t = costmodel.predict(name, size, nodes, model, dtype.itemsize)
+            how = "events" if costmodel.exact(name, size, nodes, dtype.itemsize) else "lockstep"
+            algbw = size / t / 1e9
+            row = (0, size, count, dtype.name, "sum", name, how, "", args.ranks, len(nodes), 0,
+                   t * 1e6, t * 1e6, t * 1e6, native * 1e6, t / native, algbw, algbw * busbw, 0,
+                   0.0)
+            rows.append(row)
+            print(bench.format_row(row), flush=True)
+    if args.plot:
+        title = (f"predicted: {args.ranks} ranks, {len(nodes)} node(s), {dtype.name} sum — "
+                 f"preset {args.preset if not args.model else args.model}")
+        print(f"# wrote {plot.figure(np.array(rows, bench.ROW_DTYPE), title, args.plot, 'native (predicted)')}")
+    return 0
 
 
 def _plot(args: argparse.Namespace) -> int:

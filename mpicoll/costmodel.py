@@ -27,7 +27,8 @@ import numpy as np
 
 from .schedule import Copy, Reduce, Scale, Schedule, Send
 
-__all__ = ["Model", "BUILTIN", "NATIVE_SHAPES", "predict", "components", "fit_algorithm"]
+__all__ = ["Model", "BUILTIN", "EMULATED_1G", "GPU_CLUSTER", "PRESETS", "NATIVE_SHAPES",
+           "predict", "components", "exact", "fit_algorithm"]
 
 NATIVE_SHAPES = ("rd", "rabenseifner")
 """What ``native`` is predicted as: MPICH's and Open MPI's usual short- and long-message
@@ -41,7 +42,9 @@ class Model:
     to (overhead in seconds per round — per call for ``native`` —, factor on β and γ).
 
     ``measured`` holds what ``tune`` found fastest per size, (bytes, name), on the layout
-    ``measured_on`` (ranks, nodes): on that layout a measurement beats any prediction."""
+    ``measured_on`` (ranks, nodes): on that layout a measurement beats any prediction.
+    ``nics``: how many links a node's cross-node messages share (ranks of one node behind one
+    NIC queue for it); 0 gives each rank a link of its own."""
 
     alpha: dict[str, float]
     beta: dict[str, float]
@@ -50,11 +53,12 @@ class Model:
     source: str = "built in"
     measured: tuple[tuple[int, str], ...] = ()
     measured_on: tuple[int, int] | None = None
+    nics: int = 0  # links a node's cross-node messages share (0: one per rank, no contention)
 
     def __hash__(self) -> int:
         return hash((tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())),
                      self.gamma, tuple(sorted(self.algorithms.items())), self.source,
-                     self.measured, self.measured_on))
+                     self.measured, self.measured_on, self.nics))
 
     def measured_pick(self, nbytes: int, ranks: int, nodes: int, among: tuple[str, ...]
                       ) -> str | None:
@@ -92,11 +96,39 @@ BUILTIN = Model(
 )
 
 
+EMULATED_1G = Model(
+    alpha={"local": BUILTIN.alpha["local"], "remote": BUILTIN.alpha["remote"]},
+    beta={"local": BUILTIN.beta["local"], "remote": 8 / 0.96e9},
+    gamma=BUILTIN.gamma, algorithms=dict(BUILTIN.algorithms), nics=1,
+    source="the emulated cluster: this machine's figures inside a host; between hosts one "
+           "1 Gbit/s tbf link per host, shared by its ranks (0.96 Gbit/s measured for one TCP "
+           "stream, ../shared/notes/emulated-cluster.md), MPICH over TCP's latency")
+"""The emulated cluster of docs/cluster.md: hosts of this machine behind 1 Gbit/s links."""
+
+GPU_CLUSTER = Model(
+    alpha={"local": 3e-6, "remote": 5e-6},
+    beta={"local": 1 / 450e9, "remote": 1 / 50e9},
+    gamma=1 / 1.1e12, algorithms={name: (overhead, 1.0)
+                                  for name, (overhead, _) in BUILTIN.algorithms.items()},
+    nics=8,
+    source="a DGX H100-like node (NVIDIA's datasheet): 8 GPUs on NVLink 4 (900 GB/s per GPU "
+           "both ways: 450 GB/s each way), one 400 Gbit/s ConnectX-7 NIC per GPU (50 GB/s), "
+           "reduction at a third of HBM3's 3.35 TB/s (two reads, one write); latencies "
+           "assumed (3 µs NVLink, 5 µs InfiniBand); this machine's Python overhead per round")
+"""A typical GPU cluster, from vendor figures: what mpicoll's schedules would cost there if
+messages moved at the links' rates (no codec, no GPU kernels' launch latency)."""
+
+PRESETS = {"this-machine": BUILTIN, "emulated-1g": EMULATED_1G, "gpu-cluster": GPU_CLUSTER}
+
+
 def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
                   alpha: dict[str, float], beta: dict[str, float], gamma: float,
-                  overhead: float) -> float:
-    """Seconds until the last rank finishes ``schedules`` (one per rank)."""
+                  overhead: float, nics: int = 0) -> float:
+    """Seconds until the last rank finishes ``schedules`` (one per rank). With ``nics``, a
+    node's cross-node messages leave through that many links, each one message at a time
+    (reserved in the order the ranks post them)."""
     size = len(schedules)
+    links: dict[int, list[float]] = defaultdict(lambda: [0.0] * nics)  # when each is free
     clock = [0.0] * size
     position = [0] * size
     posted: list[float | None] = [None] * size
@@ -116,7 +148,15 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
                 for t in rnd.transfers:
                     if isinstance(t, Send):
                         level = "local" if node_of[r] == node_of[t.peer] else "remote"
-                        queued += len(t.region) * itemsize * beta[level]
+                        busy = len(t.region) * itemsize * beta[level]
+                        if level == "remote" and nics:  # the node's link, shared
+                            free = links[node_of[r]]
+                            k = min(range(nics), key=free.__getitem__)
+                            leave = max(start, free[k])
+                            free[k] = leave + busy
+                            channels[(r, t.peer)].append((leave, busy + alpha[level]))
+                            continue
+                        queued += busy
                         channels[(r, t.peer)].append((start, queued + alpha[level]))
                 if rnd.sync:
                     arrived[r].append(start)
@@ -175,12 +215,81 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
             node_of[r] = n
     options = Options(256 * 1024, np.dtype(f"V{itemsize}").str)  # only the size matters
     count = max(1, nbytes // itemsize)
-    schedules = [build_schedule(get(name), Layout(r, size, nodes), count, options)
-                 for r in range(size)]
+    algorithm = get(name)
+    first = build_schedule(algorithm, Layout(0, size, nodes), count, options)
+    if not _events(size, first):
+        return _lockstep(algorithm, count, nodes, node_of, options, model, itemsize)
+    schedules = [first] + [build_schedule(algorithm, Layout(r, size, nodes), count, options)
+                           for r in range(1, size)]
     none = {"local": 0.0, "remote": 0.0}
     return (schedule_time(schedules, itemsize, node_of, model.alpha, none, 0.0, 0.0),
-            schedule_time(schedules, itemsize, node_of, none, model.beta, model.gamma, 0.0),
+            schedule_time(schedules, itemsize, node_of, none, model.beta, model.gamma, 0.0,
+                          model.nics),
             schedule_time(schedules, itemsize, node_of, none, none, 0.0, 1.0))
+
+
+EVENTS = 300_000
+"""Rounds of all ranks together up to which :func:`components` runs every rank's schedule
+(for at most :data:`EVENT_RANKS` ranks); beyond, it estimates in lockstep (:func:`_lockstep`)."""
+EVENT_RANKS = 1024
+
+
+def _events(size: int, first: Schedule) -> bool:
+    return size <= EVENT_RANKS and size * max(len(first.rounds), 1) <= EVENTS
+
+
+def exact(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], itemsize: int = 4) -> bool:
+    """Whether :func:`components` runs every rank's schedule for this case (else lockstep)."""
+    from .algorithm import Layout, Options, build_schedule, get
+    size = sum(map(len, nodes))
+    if name == "native":
+        return all(exact(shape, nbytes, nodes, itemsize) for shape in NATIVE_SHAPES)
+    if size > EVENT_RANKS:
+        return False
+    first = build_schedule(get(name), Layout(0, size, nodes),
+                           max(1, nbytes // itemsize), Options(256 * 1024, f"|V{itemsize}"))
+    return _events(size, first)
+
+
+def _lockstep(algorithm: object, count: int, nodes: tuple[tuple[int, ...], ...],
+              node_of: list[int], options: object, model: Model, itemsize: int
+              ) -> tuple[float, float, float]:
+    """Components for more ranks than :func:`schedule_time` can follow: the ranks of the first
+    node (rank 0's: a tree's root) built, all ranks assumed to run round i together. A round
+    costs its slowest rank's largest latency, and its bytes at the links' rates, cross-node
+    ones shared by the node's ranks that send across in that round. Exact for algorithms whose
+    ranks all do the same, round by round (ring, rd, rabenseifner, hybrid on equal nodes);
+    for a tree it leaves out the rounds that fill and drain the pipeline (log p of them)."""
+    from .algorithm import Layout, build_schedule
+    size = sum(map(len, nodes))
+    schedules = [build_schedule(algorithm, Layout(r, size, nodes), count, options)  # type: ignore[arg-type]
+                 for r in nodes[0]]
+    latency = bandwidth = 0.0
+    depth = max(len(s.rounds) for s in schedules)
+    for i in range(depth):
+        rounds = [s.rounds[i] for s in schedules if i < len(s.rounds)]
+        across = sum(any(isinstance(t, Send) and node_of[t.peer] != node_of[r]
+                         for t in rnd.transfers) for r, rnd in zip(nodes[0], rounds))
+        share = -(-across // model.nics) if model.nics else 1
+        slowest_alpha = slowest_bytes = 0.0
+        for r, rnd in zip(nodes[0], rounds):
+            sent = {"local": 0.0, "remote": 0.0}
+            got = {"local": 0.0, "remote": 0.0}
+            for t in rnd.transfers:
+                level = "local" if node_of[t.peer] == node_of[r] else "remote"
+                (sent if isinstance(t, Send) else got)[level] += len(t.region) * itemsize
+                slowest_alpha = max(slowest_alpha, model.alpha[level])
+            if rnd.sync:
+                slowest_alpha = max(slowest_alpha, model.alpha["local"])
+            moved = max(sum(sent[k] * model.beta[k] * (share if k == "remote" else 1)
+                            for k in sent),
+                        sum(got[k] * model.beta[k] * (share if k == "remote" else 1)
+                            for k in got))
+            local = sum(len(s.dst) for s in rnd.local if isinstance(s, (Reduce, Copy, Scale)))
+            slowest_bytes = max(slowest_bytes, moved + local * itemsize * model.gamma)
+        latency += slowest_alpha
+        bandwidth += slowest_bytes
+    return latency, bandwidth, float(depth)
 
 
 def _native_components(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,

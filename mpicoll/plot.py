@@ -8,17 +8,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-__all__ = ["bench_figure"]
+__all__ = ["bench_figure", "figure"]
 
 
 def bench_figure(path: str, run: int | None = None, out: str | None = None) -> str:
     """Plot one run of ``/bench`` (the last by default); return the PNG's path."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ValueError("plotting needs matplotlib: pip install 'mpicoll[plot]'") from None
     with h5py.File(path, "r") as f:
         if "bench" not in f:
             raise ValueError(f"{path} has no /bench table (write one with bench --output)")
@@ -28,10 +22,24 @@ def bench_figure(path: str, run: int | None = None, out: str | None = None) -> s
         if not len(rows):
             raise ValueError(f"{path} has no bench rows for run {run}")
         attrs = dict(f["runs"][str(run)].attrs)
+    title = (f"{Path(path).name} run {run}: {rows['ranks'][0]} ranks, {rows['nodes'][0]} "
+             f"node(s), {rows['dtype'][0].decode()} {rows['op'][0].decode()} — "
+             f"{' '.join(str(attrs.get('mpi_library_version', '')).split()[:3])}")
+    return figure(rows, title, out or str(Path(path).with_suffix(".png")))
+
+
+def figure(rows: np.ndarray, title: str, out: str, native: str = "native MPI_Allreduce") -> str:
+    """Latency, busbw and ratio to native against size for bench rows (``ROW_DTYPE``)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ValueError("plotting needs matplotlib: pip install 'mpicoll[plot]'") from None
     fig, (lat, bw, rel) = plt.subplots(1, 3, figsize=(18, 4.8))
-    native = _unique_by_size(rows)
-    series = [("native MPI_Allreduce", native["size"], native["native_us"], native["native_bus"],
-               np.ones(len(native)))]
+    reference = _unique_by_size(rows)
+    series = [(native, reference["size"], reference["native_us"], reference["native_bus"],
+               np.ones(len(reference)))]
     for name, codec in dict.fromkeys(zip(rows["algorithm"], rows["codec"])):
         sel = rows[(rows["algorithm"] == name) & (rows["codec"] == codec)]
         label = name.decode() + (f" + {codec.decode()}" if codec else "")
@@ -51,12 +59,8 @@ def bench_figure(path: str, run: int | None = None, out: str | None = None) -> s
     lat.set_yscale("log")
     rel.set_yscale("log", base=2)
     lat.legend()
-    size = rows["ranks"][0]
-    fig.suptitle(f"{Path(path).name} run {run}: {size} ranks, {rows['nodes'][0]} node(s), "
-                 f"{rows['dtype'][0].decode()} {rows['op'][0].decode()} — "
-                 f"{' '.join(str(attrs.get('mpi_library_version', '')).split()[:3])}", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    out = out or str(Path(path).with_suffix(".png"))
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out

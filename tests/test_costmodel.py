@@ -1,11 +1,13 @@
 """The cost model auto follows: every rank's schedule run on clocks (mpicoll.costmodel), the fit
 of tune's measurements, and the tuning file."""
 
+import dataclasses
 import json
 
 import pytest
 
 import mpicoll
+import mpicoll.cli
 from mpicoll import costmodel, tune
 from mpicoll.algorithm import Layout, select
 from mpicoll.costmodel import Model, components, fit_algorithm, predict
@@ -83,3 +85,65 @@ def test_on_the_layout_tune_measured_its_measurements_decide():
     assert model.measured_pick(1 << 16, 4, 1, among) is None       # nothing measured near
     assert model.measured_pick(1024, 3, 1, among) is None          # another layout
     assert model.measured_pick(1024, 4, 1, ("rd", "native")) is None  # tree may not run here
+
+
+# ---- the cost mode of the simulator: shared links, lockstep for many ranks, presets, the CLI
+
+def test_ranks_of_a_node_share_its_links():
+    """Ranks 0 and 1 (node 0) each send b bytes to ranks 2 and 3 (node 1) at once: through one
+    link the second message leaves when the first has gone, 2bβ + α; through two, bβ + α."""
+    from mpicoll.schedule import Recv, Region, Round, Schedule, Send
+
+    b = 1000
+    def sends(peer):
+        return Schedule("t", b, (Round((Send(peer, Region("send", 0, b)),), ()),), 0)
+
+    def receives(peer):
+        return Schedule("t", b, (Round((Recv(peer, Region("recv", 0, b)),), ()),), 0)
+
+    schedules = [sends(2), sends(3), receives(0), receives(1)]
+    node_of = [0, 0, 1, 1]
+    beta = {"local": BETA, "remote": 10 * BETA}
+    alpha = {"local": 0.0, "remote": 50 * ALPHA}
+    times = {nics: costmodel.schedule_time(schedules, 1, node_of, alpha, beta, 0.0, 0.0, nics)
+             for nics in (0, 1, 2)}
+    assert times[1] == pytest.approx(2 * b * 10 * BETA + 50 * ALPHA)
+    assert times[2] == times[0] == pytest.approx(b * 10 * BETA + 50 * ALPHA)
+
+
+@pytest.mark.parametrize("name", ["ring", "rd", "rabenseifner", "hybrid"])
+def test_lockstep_agrees_with_events_where_ranks_do_alike(monkeypatch, name):
+    """For algorithms whose ranks all do the same round by round, the lockstep estimate (what
+    thousands of ranks get) must match the event simulation, contention included (within 1%:
+    the events let a message that waits for its receiver start its bytes later)."""
+    nodes = tuple(tuple(range(lo, lo + 4)) for lo in range(0, 16, 4))
+    model = dataclasses.replace(costmodel.EMULATED_1G)
+    for n in (1 << 10, 1 << 22):
+        events = components(name, n, nodes, model)
+        monkeypatch.setattr(costmodel, "EVENTS", 0)
+        components.cache_clear()
+        lockstep = components(name, n, nodes, model)
+        monkeypatch.undo()
+        components.cache_clear()
+        assert lockstep == pytest.approx(events, rel=0.01)
+
+
+def test_presets_name_their_sources():
+    for name, model in costmodel.PRESETS.items():
+        assert model.source and model.alpha["remote"] >= model.alpha["local"] > 0, name
+    assert costmodel.EMULATED_1G.nics == 1 and costmodel.GPU_CLUSTER.nics == 8
+
+
+def test_the_simulate_command_prints_benchs_table_and_a_plot(tmp_path, capsys):
+    out = tmp_path / "sim.png"
+    assert mpicoll.cli.main(["simulate", "--ranks", "12", "--ranks-per-node", "4", "--preset",
+                             "emulated-1g", "-m", "1K:1M", "-f", "32", "-a", "ring,tree,hybrid",
+                             "--plot", str(out)]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()
+             if not line.startswith("#")]
+    assert [(int(w[0]), w[4]) for w in lines] == [(n, a) for n in (1024, 32768, 1 << 20)
+                                                  for a in ("ring", "tree", "hybrid")]
+    ring, hybrid = (float(w[7]) for w in lines[-3::2])
+    assert hybrid < ring  # behind shared 1 Gbit/s links, hierarchy pays
+    assert out.stat().st_size > 10_000
+    assert mpicoll.cli.main(["simulate", "--ranks", "8", "--ranks-per-node", "4", "-a", "shm"]) == 2
