@@ -253,7 +253,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.ranks < 1 or args.ranks_per_node < 1:
         raise ValueError("--ranks and --ranks-per-node must be positive")
     if args.model:
-        model = tune._load(args.model, 0)
+        model = tune.load(args.model)
     elif args.preset in costmodel.PRESETS:
         model = costmodel.PRESETS[args.preset]
     else:

@@ -25,7 +25,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from .schedule import Copy, Reduce, Scale, Schedule, Send
+
+if TYPE_CHECKING:
+    from .algorithm import Algorithm, Options
 
 __all__ = ["Model", "BUILTIN", "EMULATED_1G", "GPU_CLUSTER", "PRESETS", "NATIVE_SHAPES",
            "predict", "components", "exact", "fit_algorithm"]
@@ -205,7 +210,7 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
                itemsize: int = 4) -> tuple[float, float, float]:
     """Seconds of latency (α only), of bytes (β and γ only) and rounds on the critical path of
     algorithm ``name``: a prediction is latency + factor·bytes + overhead·rounds."""
-    from .algorithm import Layout, Options, build_schedule, get
+    from .algorithm import Layout, build_schedule, get
     if name == "native":
         return _native_components(nbytes, nodes, model, itemsize)
     size = sum(map(len, nodes))
@@ -213,7 +218,7 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     for n, ranks in enumerate(nodes):
         for r in ranks:
             node_of[r] = n
-    options = Options(256 * 1024, np.dtype(f"V{itemsize}").str)  # only the size matters
+    options = _options(itemsize)
     count = max(1, nbytes // itemsize)
     algorithm = get(name)
     first = build_schedule(algorithm, Layout(0, size, nodes), count, options)
@@ -240,19 +245,25 @@ def _events(size: int, first: Schedule) -> bool:
 
 def exact(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], itemsize: int = 4) -> bool:
     """Whether :func:`components` runs every rank's schedule for this case (else lockstep)."""
-    from .algorithm import Layout, Options, build_schedule, get
+    from .algorithm import Layout, build_schedule, get
     size = sum(map(len, nodes))
     if name == "native":
         return all(exact(shape, nbytes, nodes, itemsize) for shape in NATIVE_SHAPES)
     if size > EVENT_RANKS:
         return False
-    first = build_schedule(get(name), Layout(0, size, nodes),
-                           max(1, nbytes // itemsize), Options(256 * 1024, f"|V{itemsize}"))
+    first = build_schedule(get(name), Layout(0, size, nodes), max(1, nbytes // itemsize),
+                           _options(itemsize))
     return _events(size, first)
 
 
-def _lockstep(algorithm: object, count: int, nodes: tuple[tuple[int, ...], ...],
-              node_of: list[int], options: object, model: Model, itemsize: int
+def _options(itemsize: int) -> Options:
+    """Plan options for a prediction: only the element size matters."""
+    from .algorithm import Options
+    return Options(256 * 1024, np.dtype(f"V{itemsize}").str)
+
+
+def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ...],
+              node_of: list[int], options: Options, model: Model, itemsize: int
               ) -> tuple[float, float, float]:
     """Components for more ranks than :func:`schedule_time` can follow: the ranks of the first
     node (rank 0's: a tree's root) built, all ranks assumed to run round i together. A round
@@ -262,7 +273,7 @@ def _lockstep(algorithm: object, count: int, nodes: tuple[tuple[int, ...], ...],
     for a tree it leaves out the rounds that fill and drain the pipeline (log p of them)."""
     from .algorithm import Layout, build_schedule
     size = sum(map(len, nodes))
-    schedules = [build_schedule(algorithm, Layout(r, size, nodes), count, options)  # type: ignore[arg-type]
+    schedules = [build_schedule(algorithm, Layout(r, size, nodes), count, options)
                  for r in nodes[0]]
     latency = bandwidth = 0.0
     depth = max(len(s.rounds) for s in schedules)

@@ -97,7 +97,7 @@ def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None
             elif isinstance(step, Encode):
                 _encode(step, bufs, _codec(codec))
             elif isinstance(step, Copy):
-                _copy(view(step.dst), view(step.src), xp)
+                _copy(view(step.dst), view(step.src))
             elif isinstance(step, Scale):
                 xp.multiply(view(step.src), step.factor, out=view(step.dst), casting="unsafe")
             elif isinstance(step, Zero):
@@ -106,10 +106,10 @@ def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None
                 raise TypeError(f"unknown schedule step {step!r}")
 
 
-def _copy(dst: Array, src: Array, xp: object) -> None:
+def _copy(dst: Array, src: Array) -> None:
     """``dst[...] = src``, also between device arrays and the node window (host memory)."""
     if type(dst) is type(src):
-        xp.copyto(dst, src)  # type: ignore[attr-defined]
+        array_module(dst).copyto(dst, src)
     elif isinstance(dst, np.ndarray):
         src.get(out=dst)  # device to host
     else:

@@ -12,9 +12,10 @@ unified memory model).
 One window per communicator and node, grown on demand (collectively: every rank of the node
 binds the same plan at the same call) and freed with the communicator. A grown window replaces
 the old one for every call after (a fast-path shortcut bound to the old one steps aside, so
-that all ranks use the same memory); the old one is freed with the communicator. Collectives that use it run one at a time, in the order
-they were started (the same on every rank): their schedules are safe against the collective
-just before them, not against one running at the same time.
+that all ranks use the same memory); the old one, which a collective in flight may still use,
+is freed with the communicator. Collectives that use the window run one at a time, in the
+order they were started (the same on every rank): their schedules are safe against the
+collective just before them, not against one running at the same time.
 """
 
 from __future__ import annotations

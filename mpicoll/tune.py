@@ -21,7 +21,7 @@ from mpi4py import MPI
 from . import _env
 from .costmodel import BUILTIN, Model, components, fit_algorithm
 
-__all__ = ["candidates", "measure_links", "measure_gamma", "fit", "save", "model_in_force",
+__all__ = ["candidates", "measure_links", "measure_gamma", "fit", "save", "load", "model_in_force",
            "TUNING_ENV"]
 
 TUNING_ENV = _env.TUNING_ENV
@@ -131,8 +131,11 @@ def save(path: str, model: Model, ranks: int, nodes: int, library: str) -> None:
 def model_in_force() -> Model:
     """The model of ``$MPICOLL_TUNING`` (read once, see ``reload_environment``), else the built-in."""
     path = _env.settings().tuning
-    if not path:
-        return BUILTIN
+    return load(path) if path else BUILTIN
+
+
+def load(path: str) -> Model:
+    """The model of the tuning file ``path`` (read again when it changes)."""
     return _load(path, os.stat(path).st_mtime_ns if os.path.exists(path) else None)
 
 

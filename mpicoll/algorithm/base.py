@@ -203,7 +203,7 @@ def run_planned(algorithm: Algorithm, call: Call, tag_index: int = 0) -> Iterato
     node = None if window is None else window.view(send.dtype, schedule.node_count)
     bufs = Buffers(send, call.recv, *scratch, residual=residual, feedback=feedback, node=node,
                    window=window)
-    link = call.path.bind(plan.schedule, bufs, plan)
-    yield Execution(plan.schedule, call.op, ctx.comm, call.tags[tag_index], bufs, codec,
+    link = call.path.bind(schedule, bufs, plan)
+    yield Execution(schedule, call.op, ctx.comm, call.tags[tag_index], bufs, codec,
                     call.record, link)
     plan.give_back(scratch)  # not on abandonment: MPI might still write into it

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule import Builder, BufferName
+from ..schedule import Builder, BufferName, split
 from . import node_leaders, ring, shm
 from .base import Algorithm, Frames, Layout, Options
 
@@ -28,15 +28,17 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
         node_leaders.plan(b, layout, count, options, src, frames)
         return
     node, me = shm.node_of(layout)
-    pieces = shm.Pieces(count, len(node), me, np.dtype(options.dtype).itemsize)
-    if len(node) > 1:
+    pieces = shm.Pieces(count, len(node), me, np.dtype(options.dtype).itemsize) \
+        if len(node) > 1 else None
+    if pieces is not None:
         with b.phase("node"):
             shm.reduce_scatter(b, node, me, pieces, src)
         src = "recv"
     peers = [n[me] for n in layout.nodes]
     with b.phase("inter-node"):  # only this stage crosses the slow links: only it is compressed
-        ring.allreduce(b, peers, layout.nodes.index(node), *pieces.slices[me], src, frames)
-    if len(node) > 1:
+        ring.allreduce(b, peers, layout.nodes.index(node), *split(0, count, len(node))[me], src,
+                       frames)
+    if pieces is not None:
         with b.phase("node"):
             shm.allgather(b, node, me, pieces)
 

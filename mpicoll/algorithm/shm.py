@@ -41,11 +41,12 @@ class Pieces:
         self.size, self.me = size, me
         chunk = CHUNK_BYTES // itemsize  # elements of one input area
         slices = split(0, count, size)
-        chunks = max(1, -(-count // chunk))
-        while max(sum(hi - lo for lo, hi in _parts(slices, chunks, j)) for j in range(chunks)) > chunk:
-            chunks += 1  # uneven slices: one more chunk until every chunk fits its area
+        # Each chunk takes at most ceil(slice / chunks) of each of the L slices: enough chunks
+        # that L such pieces of the largest slice fit one input area.
+        chunks = max(1, -(-(slices[0][1] - slices[0][0]) // max(chunk // size, 1)))
+        pieces = [split(lo, hi, chunks) for lo, hi in slices]
         self.slices = slices
-        self.chunks = [_parts(slices, chunks, j) for j in range(chunks)]
+        self.chunks = [[p[j] for p in pieces] for j in range(chunks)]
         # Per rank: two input areas, two result areas (bytes, then elements): fixed for a node.
         area = _up(CHUNK_BYTES)
         result = _up(-(-CHUNK_BYTES // size) + itemsize * 2)
@@ -90,10 +91,6 @@ class Pieces:
         """Every rank's reduced piece of chunk ``j`` from its result area into ``recv``."""
         return [Copy(Region("recv", *self.chunks[j][r]), self.result(j, r))
                 for r in range(self.size)]
-
-
-def _parts(slices: list[tuple[int, int]], chunks: int, j: int) -> list[tuple[int, int]]:
-    return [split(lo, hi, chunks)[j] for lo, hi in slices]
 
 
 def _up(nbytes: int) -> int:
