@@ -9,11 +9,14 @@ slowest rank's time per call, ratios medians of per-repetition ratios against ``
 
 - ``full``: no check (the kind verified already);
 - ``checked``: the default check of a new kind (``mpicoll.check``);
+- ``bookkeeping``: the same, its collective replaced by nothing (what the check's Python costs);
 - ``+allreduce``: no check, but a blocking ``MPI_Allreduce`` of four integers before the call;
 - ``+barrier``: no check, but an ``MPI_Barrier`` before the call.
 
 Then ``wait``: an ``MPI_Iallreduce`` of four integers started on every rank, 50 µs of work
-without MPI calls, and the time its ``Wait`` still takes (the messages do not move meanwhile).
+without MPI calls, and the time its ``Wait`` still takes; and ``late``: a check started on every
+rank, the last rank busy 200 µs before it finishes it, the others 20 µs: the time the others
+spend finishing it (small if the check's messages leave when it starts, not when it is waited on).
 """
 
 from __future__ import annotations
@@ -48,6 +51,24 @@ def main() -> None:
         ctx._verified.clear()
         full()
 
+    channel = ctx.checks
+
+    class Nothing:  # a check channel that compares nothing
+        def start(self, *args: object) -> Nothing:
+            return self
+
+        def finish(self) -> None:
+            pass
+
+    nothing = Nothing()
+
+    def bookkeeping() -> None:
+        ctx.checks = nothing  # type: ignore[assignment]
+        try:
+            checked()
+        finally:
+            ctx.checks = channel
+
     def with_allreduce() -> None:
         comm.Allreduce(MPI.IN_PLACE, four, op=MPI.MIN)
         full()
@@ -56,7 +77,8 @@ def main() -> None:
         comm.Barrier()
         full()
 
-    methods = {"full": full, "checked": checked, "+allreduce": with_allreduce,
+    methods = {"full": full, "checked": checked, "bookkeeping": bookkeeping,
+               "+allreduce": with_allreduce,
                "+barrier": with_barrier}
     for method in methods.values():
         for _ in range(5):
@@ -85,12 +107,26 @@ def main() -> None:
         request.Wait()
         waits.append(time.perf_counter() - t0)
     wait = comm.allreduce(float(np.median(waits)), op=MPI.MAX)
+    late = []
+    last = comm.Get_rank() == comm.Get_size() - 1
+    kind = (x.size, x.dtype, "sum", "ring", "")
+    for call in range(500):
+        comm.Barrier()
+        ctx.checks.start(call, kind, 1)
+        until = time.perf_counter() + (200e-6 if last else 20e-6)
+        while time.perf_counter() < until:
+            pass
+        t0 = time.perf_counter()
+        ctx.checks.finish()
+        late.append(time.perf_counter() - t0)
+    early = comm.gather(float(np.median(late)), root=0)
     if comm.Get_rank() == 0:
         print(f"# {comm.Get_size()} ranks, {MPI.Get_library_version().splitlines()[0].strip()}; "
               f"{x.nbytes} B float32 sum through the full path; medians of {args.reps}")
         print("  ".join(f"{name}: {np.median(s) * 1e6:.1f} us ({np.median(s / samples['full']):.3f})"
                         for name, s in samples.items())
-              + f"  wait after 50 us: {wait * 1e6:.2f} us")
+              + f"  wait after 50 us: {wait * 1e6:.2f} us"
+              + f"  late: {max(early[:-1]) * 1e6:.2f} us")
 
 
 if __name__ == "__main__":

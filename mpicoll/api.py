@@ -124,7 +124,7 @@ class _Prepared(NamedTuple):
     number: int
     bits: int
     call: Call
-    checking: check.Check | None  # the fingerprint check, in flight
+    checking: check.Channel | None  # the fingerprint check in flight there
     new_kind: bool                # the first call of its kind here: remembered once checked
 
 
@@ -143,7 +143,7 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
             spec if inner is None else f"{spec}({_params(inner)})")
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
     bits = check.tag_bits(kind) if known is None else known
-    checking = check.start(ctx, number, kind, bits) if known is None or check.every_call else None
+    checking = ctx.checks.start(number, kind, bits) if known is None or check.every_call else None
     if known is None and checking is None:
         ctx.remember(kind, bits)  # one rank: nobody to disagree with
     recorder = timing.active() if record else None

@@ -3,8 +3,9 @@
 A collective is described by its sequence number on the communicator, count, dtype, op, the
 algorithm that will run and the codec with its parameters. Ranks compare the sequence number
 and a 32-bit hash of the rest in one small native allreduce (MIN over the values and their
-negations: equal everywhere iff min == max, as MPICH's ``MPIX_EQUAL`` does; nonblocking, so that
-its latency hides behind preparing the call, which ends before anything is sent), and on a
+negations: equal everywhere iff min == max, as MPICH's ``MPIX_EQUAL`` does; a persistent
+request, started when the call is numbered, so that its latency hides behind preparing the call,
+which ends before anything is sent), and on a
 difference **every** rank raises :class:`MismatchError` naming the fields that differ and the
 ranks (an allgather of the fingerprints, on the error path only; PyTorch's
 ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` does the same).
@@ -20,10 +21,10 @@ never matches a receive of a different one: mismatched calls then stall (the wat
 
 from __future__ import annotations
 
+import functools
 import os
+import struct
 import zlib
-from array import array
-from typing import TYPE_CHECKING
 
 import numpy as np
 from mpi4py import MPI
@@ -31,10 +32,7 @@ from mpi4py import MPI
 from . import watchdog
 from ._mpi import complete
 
-if TYPE_CHECKING:
-    from .context import Context
-
-__all__ = ["MismatchError", "CHECK_ENV", "every_call", "start", "Check", "refresh",
+__all__ = ["MismatchError", "CHECK_ENV", "every_call", "Channel", "refresh",
            "tag_bits", "say"]
 
 CHECK_ENV = "MPICOLL_CHECK"
@@ -69,40 +67,79 @@ def tag_bits(kind: tuple) -> int:
     """A stable hash of a fingerprint ``(count, dtype, op, algorithm, codec)``, for message tags
     and the check (the same on every rank and run)."""
     count, dtype, op, algorithm, codec = kind
-    return zlib.crc32(f"{count}|{dtype.str}|{op}|{algorithm}|{codec}".encode())
+    return zlib.crc32(f"{count}|{_code(dtype)}|{op}|{algorithm}|{codec}".encode())
 
 
-def start(ctx: Context, call: int, kind: tuple, bits: int) -> Check | None:
-    """Start comparing, across the ranks of ``ctx``, the ``kind`` (whose :func:`tag_bits` are
-    ``bits``) of their ``call``-th collective; None on one rank. Collective: every rank starts
-    it for the same call. The caller finishes it (:meth:`Check.finish`: MismatchError on every
-    rank if they differ) before the call moves any data, and meanwhile prepares the call, which
-    hides the check's latency."""
-    return None if ctx.size == 1 else Check(ctx, call, kind, bits)
+@functools.lru_cache(maxsize=None)
+def _code(dtype: np.dtype) -> str:
+    return dtype.str  # computed anew by NumPy on each access (~1 µs), on a first call's path
 
 
-class Check:
-    """A fingerprint check in flight: one nonblocking allreduce of four integers on the
-    context's own communicator (MIN over the values and their negations)."""
+class Channel:
+    """Where a communicator's checks run: a duplicate of it (no collective of a call, not even
+    ``native``'s, can match a check, whatever the ranks disagree on) and one persistent
+    allreduce of four integers on it (MIN over the values and their negations), restarted for
+    each check: half the cost of posting an ``Iallreduce`` each time. Created collectively, with
+    the communicator's context. It holds one check at a time (a call finishes its check before
+    it returns): every cycle saved here is a first call's."""
 
-    __slots__ = ("_ctx", "_call", "_kind", "_values", "_request")
+    __slots__ = ("comm", "spins", "_values", "_persistent", "_request", "_call", "_kind")
 
-    def __init__(self, ctx: Context, call: int, kind: tuple, bits: int):
-        self._ctx, self._call, self._kind = ctx, call, kind
-        self._values = array("q", (call, bits, -call, -bits))
-        self._request = ctx.check_comm.Iallreduce(MPI.IN_PLACE, self._values, op=MPI.MIN)
+    def __init__(self, comm: MPI.Intracomm, spins: range):
+        self.comm, self.spins = comm.Dup(), spins
+        self._values = bytearray(32)  # call, bits, -call, -bits as int64
+        self._persistent: MPI.Prequest | None = None
+        if self.comm.Get_size() > 1:
+            try:
+                self._persistent = self.comm.Allreduce_init(
+                    MPI.IN_PLACE, [self._values, MPI.INT64_T], op=MPI.MIN)
+            except NotImplementedError:  # an MPI older than 4: an Iallreduce per check
+                pass
+        self._request: MPI.Request | None = None
+        self._call, self._kind = 0, ()
+
+    def start(self, call: int, kind: tuple, bits: int) -> Channel | None:
+        """Start comparing, across the ranks, the ``kind`` (whose :func:`tag_bits` are ``bits``)
+        of their ``call``-th collective; returns the channel, which :meth:`finish` es it, or None
+        on one rank. Collective: every rank starts it for the same call. The caller finishes it
+        (MismatchError on every rank if they differ) before the call moves any data, and
+        meanwhile prepares the call, which hides the check's latency."""
+        if self._persistent is None and self.comm.Get_size() == 1:
+            return None
+        _PACK(self._values, 0, call, bits, -call, -bits)
+        self._call, self._kind = call, kind
+        if self._persistent is None:
+            self._request = self.comm.Iallreduce(MPI.IN_PLACE, [self._values, MPI.INT64_T],
+                                                 op=MPI.MIN)
+        else:
+            self._request = self._persistent
+            self._request.Start()
+        return self
 
     def finish(self) -> None:
-        """Wait for it; MismatchError on every rank if the ranks differ."""
-        with watchdog.Blocked(lambda: f"the fingerprint check of collective #{self._call} "
-                                      f"({say(self._kind)})"):
-            complete(self._request, self._ctx.spins)
-        both = self._values
-        if both[0] == -both[2] and both[1] == -both[3]:  # min == max: the same everywhere
+        """Wait for the check started last; MismatchError on every rank if the ranks differ."""
+        request, self._request = self._request, None
+        assert request is not None, "no check in flight"
+        with watchdog.Blocked(self._blocked_in):
+            complete(request, self.spins)
+        call, bits, minus_call, minus_bits = _UNPACK(self._values)
+        if call == -minus_call and bits == -minus_bits:  # min == max: the same everywhere
             return
         # everyone knows it differs: say how, everywhere
-        every = self._ctx.check_comm.allgather((self._call, *self._kind))
+        every = self.comm.allgather((self._call, *self._kind))
         raise MismatchError(_explain(every))
+
+    def _blocked_in(self) -> str:
+        return f"the fingerprint check of collective #{self._call} ({say(self._kind)})"
+
+    def free(self) -> None:
+        if self._persistent is not None:
+            self._persistent.Free()
+        self.comm.Free()
+
+
+_PACK = struct.Struct("=4q").pack_into
+_UNPACK = struct.Struct("=4q").unpack
 
 
 def say(kind: tuple) -> str:

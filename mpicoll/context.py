@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import _mpi, node_window, topology, watchdog
+from . import _mpi, check, node_window, topology, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .engine import lower
@@ -70,9 +70,6 @@ class ConcurrentUseError(RuntimeError):
 class Context:
     def __init__(self, comm: MPI.Intracomm):
         self.comm = comm.Dup()
-        # The fingerprint check's own: no collective of a call (``native`` runs MPI's) can
-        # ever match a check, whatever the ranks disagree on.
-        self.check_comm = self.comm.Dup()
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         # Collective, so found here, where every rank is (the first call on comm), rather than
@@ -80,6 +77,7 @@ class Context:
         self.layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
         mine = next(node for node in self.layout.nodes if self.rank in node)
         self.spins = _mpi.spins(len(mine))  # Test calls before Wait: fewer on shared cores
+        self.checks = check.Channel(self.comm, self.spins)  # fingerprint checks run there
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
         self._lock = threading.Lock()
         self._calls = itertools.count()  # collectives started, the same on every rank
@@ -186,7 +184,7 @@ class Context:
         if not MPI.Is_finalized():
             if self._node_window is not None:
                 self._node_window.free()
-            self.check_comm.Free()
+            self.checks.free()
             self.comm.Free()
 
 
