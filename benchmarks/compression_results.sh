@@ -15,7 +15,8 @@ case "${1:-local}" in
 train)
     for codec in none int8 int8+ef sign sign+ef topk topk+ef; do
         echo "== -c $codec"
-        "$MPIEXEC" -n 4 "$PY" -m mpicoll train --steps 300 -c "${codec/none/}"
+        "$MPIEXEC" -n 4 "$PY" -m mpicoll train --dataset synthetic --layers 1 --hidden 256 \
+            --batch 64 --lr 0.1 --steps 300 -c "${codec/none/}"
     done 2>&1 | tee "$out/train-codecs.txt" ;;
 throughput)
     "$PY" benchmarks/codec_throughput.py --repeats 7 | tee "$out/codec-throughput.txt" ;;

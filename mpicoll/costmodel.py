@@ -3,9 +3,14 @@
 ``auto`` picks the algorithm with the lowest prediction, MPI's own included, for the size,
 ranks and node layout at hand — also for layouts nobody measured, since the schedules say what
 travels where. Per transport level (same node, across nodes) a message of b bytes costs
-α + b·β, and reducing or copying b bytes costs b·γ. Each algorithm then has two fitted figures
+α + b·β, and reducing or copying b bytes costs b·γ. Each algorithm then has three fitted figures
 of its own: its Python overhead per round (``native``: per call), and how far its bytes run
-slower than the plain link's (a factor on β and γ: extra copies, MPI's shared-memory cells).
+slower than the plain link's (a factor on β and γ: extra copies, MPI's shared-memory cells),
+one factor while the node's working set (its ranks' send, receive and scratch buffers, about
+three messages each) fits in the last-level cache, one for the part beyond it (memory runs at
+another speed there, and algorithms differ in how much they reuse). The factors apply to the
+bytes that move through memory (same-node links, reductions, copies), not to cross-node
+links: a wire runs at its own rate however the bytes were copied.
 ``native`` takes the shape of the better of MPI's usual two, recursive doubling and
 Rabenseifner. ``mpicoll tune`` measures α, β, γ and fits the per-algorithm figures on the
 machine at hand; without a tuning file the :data:`BUILTIN` figures apply.
@@ -44,26 +49,34 @@ algorithms, the better of the two."""
 class Model:
     """Seconds: ``alpha`` per message and ``beta`` per byte by level ("local": within a node,
     "remote": across nodes), ``gamma`` per byte reduced or copied; ``algorithms`` maps a name
-    to (overhead in seconds per round — per call for ``native`` —, factor on β and γ).
+    to (overhead in seconds per round — per call for ``native`` —, factor on memory bytes
+    beyond the cache, factor on those within it).
 
     ``measured`` holds what ``tune`` found fastest per size, (bytes, name), on the layout
     ``measured_on`` (ranks, nodes): on that layout a measurement beats any prediction.
     ``nics``: how many links a node's cross-node messages share (ranks of one node behind one
-    NIC queue for it); 0 gives each rank a link of its own."""
+    NIC queue for it); 0 gives each rank a link of its own. ``cache_bytes``: a node's
+    last-level cache (0: unknown, every byte is beyond it)."""
 
     alpha: dict[str, float]
     beta: dict[str, float]
     gamma: float
-    algorithms: dict[str, tuple[float, float]] = field(default_factory=dict)
+    algorithms: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     source: str = "built in"
     measured: tuple[tuple[int, str], ...] = ()
     measured_on: tuple[int, int] | None = None
     nics: int = 0  # links a node's cross-node messages share (0: one per rank, no contention)
+    cache_bytes: int = 0
 
     def __hash__(self) -> int:
         return hash((tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())),
                      self.gamma, tuple(sorted(self.algorithms.items())), self.source,
-                     self.measured, self.measured_on, self.nics))
+                     self.measured, self.measured_on, self.nics, self.cache_bytes))
+
+    def in_cache(self, nbytes: int, ranks_on_node: int) -> float:
+        """Which part of a node's working set fits in its cache, for messages of ``nbytes`` on
+        ``ranks_on_node`` ranks (about three messages each: send, receive, scratch)."""
+        return min(1.0, self.cache_bytes / (3 * max(nbytes, 1) * ranks_on_node))
 
     def measured_pick(self, nbytes: int, ranks: int, nodes: int, among: tuple[str, ...]
                       ) -> str | None:
@@ -75,29 +88,33 @@ class Model:
         near = 0.5 <= size / max(nbytes, 1) <= 2
         return name if near and name in among else None
 
-    def of(self, name: str) -> tuple[float, float]:
-        """(overhead, factor) of ``name``; an algorithm never measured gets the mean of those
-        that were (a new one is Python like the others)."""
+    def of(self, name: str) -> tuple[float, float, float]:
+        """(overhead, factor, factor in the cache) of ``name``; an algorithm never measured gets
+        the mean of those that were (a new one is Python like the others)."""
         if name in self.algorithms:
             return self.algorithms[name]
-        mine = [v for k, v in self.algorithms.items() if k != "native"] or [(0.0, 1.0)]
-        return (float(np.mean([o for o, _ in mine])), float(np.mean([f for _, f in mine])))
+        mine = [v for k, v in self.algorithms.items() if k != "native"] or [(0.0, 1.0, 1.0)]
+        o, f, c = (float(np.mean(column)) for column in zip(*mine))
+        return o, f, c
 
 
 BUILTIN = Model(
     # Fitted on the 2-core development machine (MPICH 5.0.2 wheel, one node, one rank per
-    # core) by `mpiexec -n 2 python -m mpicoll tune -m 8:64M -f 2 -i 10` (docs/results.md).
-    # "remote" is not measured there: a 1 Gbit/s link's β and a TCP round trip's α, as the
-    # emulated cluster has them (docs/cluster.md).
-    alpha={"local": 2.13e-06, "remote": 60e-6},
-    beta={"local": 9.69e-11, "remote": 8.4e-9},
-    gamma=3.14e-11,
-    algorithms={"ring": (6.37e-07, 1.51),
-                "tree": (7.26e-07, 1.16),
-                "rd": (1.51e-06, 1.3),
-                "rabenseifner": (6.53e-07, 1.4),
-                "hybrid": (6.35e-07, 1.42),
-                "native": (3.75e-07, 1.83)},
+    # core) by `mpiexec -bind-to core -n 2 python -m mpicoll tune -m 8:64M -f 2 -i 10`
+    # (docs/results/issue14/tuning-p2.json; docs/results.md). "remote" is not measured there:
+    # a 1 Gbit/s link's β and a TCP round trip's α, as the emulated cluster has them
+    # (docs/cluster.md).
+    alpha={"local": 1.78e-06, "remote": 60e-6},
+    beta={"local": 7.61e-11, "remote": 8.4e-9},
+    gamma=4.39e-11,
+    algorithms={"ring": (6.86e-07, 1.95, 1.22),
+                "tree": (7.36e-07, 1.08, 1.12),
+                "rd": (1.40e-06, 2.27, 1.01),
+                "rabenseifner": (6.82e-07, 1.85, 1.19),
+                "hybrid": (8.47e-07, 1.14, 0.51),
+                "shm": (1.04e-06, 1.18, 0.54),
+                "native": (8.24e-07, 2.60, 1.55)},
+    cache_bytes=16 << 20,
 )
 
 
@@ -113,8 +130,8 @@ EMULATED_1G = Model(
 GPU_CLUSTER = Model(
     alpha={"local": 3e-6, "remote": 5e-6},
     beta={"local": 1 / 450e9, "remote": 1 / 50e9},
-    gamma=1 / 1.1e12, algorithms={name: (overhead, 1.0)
-                                  for name, (overhead, _) in BUILTIN.algorithms.items()},
+    gamma=1 / 1.1e12, algorithms={name: (overhead, 1.0, 1.0)
+                                  for name, (overhead, _, _) in BUILTIN.algorithms.items()},
     nics=8,
     source="a DGX H100-like node (NVIDIA's datasheet): 8 GPUs on NVLink 4 (900 GB/s per GPU "
            "both ways: 450 GB/s each way), one 400 Gbit/s ConnectX-7 NIC per GPU (50 GB/s), "
@@ -129,15 +146,18 @@ PRESETS = {"this-machine": BUILTIN, "emulated-1g": EMULATED_1G, "gpu-cluster": G
 def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
                   alpha: dict[str, float], beta: dict[str, float], gamma: float,
                   overhead: float, nics: int = 0) -> float:
-    """Seconds until the last rank finishes ``schedules`` (one per rank). With ``nics``, a
-    node's cross-node messages leave through that many links, each one message at a time
-    (reserved in the order the ranks post them)."""
+    """Seconds until the last rank finishes ``schedules`` (one per rank). A rank's messages of
+    a round go out one after another, and come in one after another (a rank has one link
+    each way: a tree's parent takes its children's halves in turn). With ``nics``, a node's
+    cross-node messages leave through that many links, each one message at a time (reserved
+    in the order the ranks post them)."""
     size = len(schedules)
     links: dict[int, list[float]] = defaultdict(lambda: [0.0] * nics)  # when each is free
     clock = [0.0] * size
     position = [0] * size
     posted: list[float | None] = [None] * size
-    channels: dict[tuple[int, int], deque[tuple[float, float]]] = defaultdict(deque)
+    # per (sender, receiver): (when its bytes may start, seconds of bytes, latency)
+    channels: dict[tuple[int, int], deque[tuple[float, float, float]]] = defaultdict(deque)
     arrived: list[list[float]] = [[] for _ in range(size)]  # when each barrier was entered
     while True:
         moved = False
@@ -159,10 +179,10 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
                             k = min(range(nics), key=free.__getitem__)
                             leave = max(start, free[k])
                             free[k] = leave + busy
-                            channels[(r, t.peer)].append((leave, busy + alpha[level]))
+                            channels[(r, t.peer)].append((leave, busy, alpha[level]))
                             continue
+                        channels[(r, t.peer)].append((start + queued, busy, alpha[level]))
                         queued += busy
-                        channels[(r, t.peer)].append((start, queued + alpha[level]))
                 if rnd.sync:
                     arrived[r].append(start)
                 moved = True
@@ -179,10 +199,12 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
                 if any(len(arrived[q]) < k for q in node):
                     continue
                 end = max(arrived[q][k - 1] for q in node) + alpha["local"]
+            inbox = start  # when this rank's incoming link is free
             for t in rnd.transfers:
                 if not isinstance(t, Send):
-                    sent, travel = channels[(t.peer, r)].popleft()
-                    end = max(end, max(sent, start) + travel)
+                    leave, busy, latency = channels[(t.peer, r)].popleft()
+                    inbox = max(leave, inbox) + busy
+                    end = max(end, inbox + latency)
             local = sum(len(s.dst) for s in rnd.local if isinstance(s, (Reduce, Copy, Scale)))
             clock[r] = end + local * itemsize * gamma
             position[r] += 1
@@ -197,19 +219,20 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
 def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
             itemsize: int = 4) -> float:
     """Predicted seconds of algorithm ``name`` for ``nbytes`` on ranks laid out as ``nodes``."""
-    overhead, factor = model.of(name)
-    if name == "native":
-        latency, bandwidth, _ = _native_components(nbytes, nodes, model, itemsize)
-        return latency + factor * bandwidth + overhead
-    latency, bandwidth, rounds = components(name, nbytes, nodes, model, itemsize)
-    return latency + factor * bandwidth + overhead * rounds
+    overhead, factor, cached = model.of(name)
+    latency, memory, wire, rounds = components(name, nbytes, nodes, model, itemsize)
+    inside = model.in_cache(nbytes, max(map(len, nodes)))
+    return (latency + (factor * (1 - inside) + cached * inside) * memory + wire
+            + overhead * rounds)  # native: one "round", the call
 
 
 @lru_cache(maxsize=4096)
 def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-               itemsize: int = 4) -> tuple[float, float, float]:
-    """Seconds of latency (α only), of bytes (β and γ only) and rounds on the critical path of
-    algorithm ``name``: a prediction is latency + factor·bytes + overhead·rounds."""
+               itemsize: int = 4) -> tuple[float, float, float, float]:
+    """Seconds of latency (α only), of bytes through memory (same-node β and γ), of bytes on
+    cross-node links, and rounds on the critical path of algorithm ``name``: a prediction is
+    latency + factor·memory + wire + overhead·rounds, the factor weighted by how much of the
+    working set is in the cache."""
     from .algorithm import Layout, build_schedule, get
     if name == "native":
         return _native_components(nbytes, nodes, model, itemsize)
@@ -227,9 +250,11 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     schedules = [first] + [build_schedule(algorithm, Layout(r, size, nodes), count, options)
                            for r in range(1, size)]
     none = {"local": 0.0, "remote": 0.0}
+    memory = {"local": model.beta["local"], "remote": 0.0}
+    wire = {"local": 0.0, "remote": model.beta["remote"]}
     return (schedule_time(schedules, itemsize, node_of, model.alpha, none, 0.0, 0.0),
-            schedule_time(schedules, itemsize, node_of, none, model.beta, model.gamma, 0.0,
-                          model.nics),
+            schedule_time(schedules, itemsize, node_of, none, memory, model.gamma, 0.0),
+            schedule_time(schedules, itemsize, node_of, none, wire, 0.0, 0.0, model.nics),
             schedule_time(schedules, itemsize, node_of, none, none, 0.0, 1.0))
 
 
@@ -264,7 +289,7 @@ def _options(itemsize: int) -> Options:
 
 def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ...],
               node_of: list[int], options: Options, model: Model, itemsize: int
-              ) -> tuple[float, float, float]:
+              ) -> tuple[float, float, float, float]:
     """Components for more ranks than :func:`schedule_time` can follow: the ranks of the first
     node (rank 0's: a tree's root) built, all ranks assumed to run round i together. A round
     costs its slowest rank's largest latency, and its bytes at the links' rates, cross-node
@@ -275,14 +300,14 @@ def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ..
     size = sum(map(len, nodes))
     schedules = [build_schedule(algorithm, Layout(r, size, nodes), count, options)
                  for r in nodes[0]]
-    latency = bandwidth = 0.0
+    latency = memory = wire = 0.0
     depth = max(len(s.rounds) for s in schedules)
     for i in range(depth):
         rounds = [s.rounds[i] for s in schedules if i < len(s.rounds)]
         across = sum(any(isinstance(t, Send) and node_of[t.peer] != node_of[r]
                          for t in rnd.transfers) for r, rnd in zip(nodes[0], rounds))
-        share = -(-across // model.nics) if model.nics else 1
-        slowest_alpha = slowest_bytes = 0.0
+        share = max(1, -(-across // model.nics)) if model.nics else 1  # (0: node 0 only receives)
+        slowest_alpha = slowest_memory = slowest_wire = 0.0
         for r, rnd in zip(nodes[0], rounds):
             sent = {"local": 0.0, "remote": 0.0}
             got = {"local": 0.0, "remote": 0.0}
@@ -292,36 +317,46 @@ def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ..
                 slowest_alpha = max(slowest_alpha, model.alpha[level])
             if rnd.sync:
                 slowest_alpha = max(slowest_alpha, model.alpha["local"])
-            moved = max(sum(sent[k] * model.beta[k] * (share if k == "remote" else 1)
-                            for k in sent),
-                        sum(got[k] * model.beta[k] * (share if k == "remote" else 1)
-                            for k in got))
             local = sum(len(s.dst) for s in rnd.local if isinstance(s, (Reduce, Copy, Scale)))
-            slowest_bytes = max(slowest_bytes, moved + local * itemsize * model.gamma)
+            slowest_memory = max(slowest_memory,
+                                 max(sent["local"], got["local"]) * model.beta["local"]
+                                 + local * itemsize * model.gamma)
+            slowest_wire = max(slowest_wire,
+                               max(sent["remote"], got["remote"]) * model.beta["remote"] * share)
         latency += slowest_alpha
-        bandwidth += slowest_bytes
-    return latency, bandwidth, float(depth)
+        memory += slowest_memory
+        wire += slowest_wire
+    return latency, memory, wire, float(depth)
 
 
 def _native_components(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-                       itemsize: int) -> tuple[float, float, float]:
+                       itemsize: int) -> tuple[float, float, float, float]:
     """``native`` as the better of MPI's usual two, one call's overhead."""
     shapes = [components(shape, nbytes, nodes, model, itemsize) for shape in NATIVE_SHAPES]
-    latency, bandwidth, _ = min(shapes, key=lambda c: c[0] + c[1])
-    return latency, bandwidth, 1.0
+    latency, memory, wire, _ = min(shapes, key=lambda c: c[0] + c[1] + c[2])
+    return latency, memory, wire, 1.0
 
 
-def fit_algorithm(measured: list[tuple[float, tuple[float, float, float]]]
-                  ) -> tuple[float, float]:
-    """(overhead, factor) that best explain ``measured`` [(seconds, components), ...] in
-    relative terms (every size counts alike), neither negative."""
-    times = np.array([t for t, _ in measured])
-    latency, bandwidth, rounds = np.array([c for _, c in measured]).T
-    rest = (times - latency) / times
-    both = np.column_stack([rounds / times, bandwidth / times])
-    overhead, factor = np.linalg.lstsq(both, rest, rcond=None)[0]
-    if overhead < 0:
-        overhead, factor = 0.0, float(np.dot(both[:, 1], rest) / np.dot(both[:, 1], both[:, 1]))
-    elif factor < 0:
-        overhead, factor = float(np.dot(both[:, 0], rest) / np.dot(both[:, 0], both[:, 0])), 0.0
-    return float(max(overhead, 0.0)), float(max(factor, 0.0))
+def fit_algorithm(measured: list[tuple[float, float, tuple[float, float, float, float]]]
+                  ) -> tuple[float, float, float]:
+    """(overhead, factor, factor in the cache) that best explain ``measured`` [(seconds, part
+    of the working set in the cache, components), ...] in relative terms (every size counts
+    alike), none negative (a term that would be is dropped and the rest fitted again)."""
+    times = np.array([t for t, _, _ in measured])
+    inside = np.array([f for _, f, _ in measured])
+    latency, memory, wire, rounds = np.array([c for _, _, c in measured]).T
+    rest = (times - latency - wire) / times
+    terms = np.column_stack([rounds, memory * (1 - inside), memory * inside]) / times[:, None]
+    keep = [i for i in range(3) if terms[:, i].any()]  # a term no size has cannot be fitted
+    while True:
+        solved = np.linalg.lstsq(terms[:, keep], rest, rcond=None)[0]
+        if (solved >= 0).all() or len(keep) == 1:
+            break
+        keep.pop(int(np.argmin(solved)))
+    fitted = dict(zip(keep, np.maximum(solved, 0.0)))
+    overhead, factor, cached = (float(fitted.get(i, 0.0)) for i in range(3))
+    if 2 not in keep:  # never in the cache (or no cache known): as beyond it
+        cached = factor
+    if 1 not in keep:
+        factor = cached
+    return overhead, factor, cached

@@ -1,113 +1,353 @@
 """A data-parallel training run, as an application would use mpicoll (``python -m mpicoll train``).
 
-Each rank trains the same small NumPy MLP on its own shard of a synthetic classification task
-and averages gradients with ``mpicoll.allreduce`` every step. Because every rank receives the
-same bits, the replicas never drift apart; the run checks that at the end.
+Every rank holds the same deep MLP (NumPy, float32, built layer by layer) and trains it on its
+own shard of a dataset: scikit-learn's handwritten digits, or a synthetic task. The backward
+pass runs one layer at a time from the last, and hands each layer's gradient to a
+:class:`~mpicoll.overlap.BucketManager` as soon as it is ready, so that a full bucket is averaged
+while earlier layers still compute. Because every rank receives the same bits, the replicas
+never drift apart; the run checks that at the end with a hash of the parameters.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 from mpi4py import MPI
 
-from . import api, codecs, timing
+from . import __version__, codecs, context, timing
+from .codecs.threshold import Threshold
+from .overlap import POLICIES, BucketManager
 
-__all__ = ["Settings", "train"]
+__all__ = ["DATASETS", "Dataset", "MLP", "Settings", "bucket_manager", "load", "run_recorded",
+           "summary", "train"]
+
+DATASETS = ("digits", "synthetic")
+TEST_FRACTION = 0.2
+SPLIT_SEED = 1234        # the train/test split is the same whatever --seed says
+SYNTHETIC_SAMPLES, SYNTHETIC_FEATURES = 4096, 32
+WARMUP_STEPS = 3         # left out of the timing summary: plans, first touches, caches
 
 
 @dataclass
 class Settings:
-    steps: int = 200
-    batch: int = 64
-    features: int = 32
-    hidden: int = 256
-    classes: int = 10
-    lr: float = 0.1
+    dataset: str = "digits"
+    layers: int = 4          # hidden layers: 64 -> 640 x 4 -> 10 is 1.28 M parameters
+    hidden: int = 640
+    epochs: int = 3
+    steps: int | None = None  # None: epochs x steps per epoch
+    batch: int = 32           # per rank; the global batch is ranks x batch
+    lr: float = 0.05
     algorithm: str = "auto"
-    codec: str = ""  # as bench's -c: "", "int8", "int8+ef", "topk+ef", ...
+    codec: str = ""           # as bench's -c: "", "int8", "int8+ef", "topk+ef", ...
+    bucket_layers: int = 0    # layers per bucket; 0: one bucket for the whole model
+    policy: str = "test"      # the BucketManager's progress policy; "none": no overlap
     seed: int = 0
+
+    def check(self) -> None:
+        """Refuse settings that cannot run, before anything is loaded or sent."""
+        if self.dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose one of {DATASETS}")
+        if min(self.layers, self.hidden, self.epochs, self.batch) < 1:
+            raise ValueError("--layers, --hidden, --epochs and --batch must be positive")
+        if self.steps is not None and self.steps < 1 or self.bucket_layers < 0 or self.lr <= 0:
+            raise ValueError("--steps and --lr must be positive, --bucket-layers at least 0")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; choose one of {POLICIES}")
+
+
+class Dataset(NamedTuple):
+    x_train: np.ndarray  # float32
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    classes: int
+
+
+def load(name: str) -> Dataset:
+    """The dataset, split into train and test sets (seeded: every rank splits it alike)."""
+    if name == "digits":
+        try:
+            from sklearn.datasets import load_digits  # 1797 8x8 images, inside the package
+        except ImportError:
+            raise ValueError("the digits dataset needs scikit-learn: "
+                             "pip install 'mpicoll[demo]'") from None
+        x, y = load_digits(return_X_y=True)
+        x = x / x.max()  # pixel intensities 0..16 to [0, 1]
+    elif name == "synthetic":  # standard normal features, a fixed random teacher's labels
+        rng = np.random.default_rng(1234)
+        teacher = rng.standard_normal((SYNTHETIC_FEATURES, 10))
+        x = rng.standard_normal((SYNTHETIC_SAMPLES, SYNTHETIC_FEATURES))
+        y = np.argmax(x @ teacher, axis=1)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+    x = x.astype(np.float32)
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(x))
+    train_, test = np.split(order, [len(x) - round(TEST_FRACTION * len(x))])
+    return Dataset(x[train_], y[train_], x[test], y[test], int(y.max()) + 1)
 
 
 class MLP:
-    """Two layers, ReLU, softmax cross-entropy; parameters live in one flat buffer so that one
-    allreduce moves every gradient (views keep the per-layer shapes)."""
+    """Dense layers with ReLU between them and softmax cross-entropy at the end.
 
-    def __init__(self, s: Settings) -> None:
-        shapes = [(s.features, s.hidden), (s.hidden,), (s.hidden, s.classes), (s.classes,)]
-        sizes = [int(np.prod(shape)) for shape in shapes]
-        self.flat = np.zeros(sum(sizes), np.float32)
+    All parameters live in one flat float32 buffer and all gradients in another, so one update
+    moves them all; each layer's weights and bias are contiguous in it, a view per layer.
+    """
+
+    def __init__(self, widths: list[int], seed: int) -> None:
+        sizes = [n_in * n_out + n_out for n_in, n_out in zip(widths, widths[1:])]
+        bounds = np.cumsum([0] + sizes).tolist()
+        self.widths = widths
+        self.flat = np.zeros(bounds[-1], np.float32)
         self.grad = np.zeros_like(self.flat)
-        bounds = np.cumsum([0] + sizes)
-        self.params = [self.flat[a:b].reshape(shape) for a, b, shape in zip(bounds, bounds[1:], shapes)]
-        self.grads = [self.grad[a:b].reshape(shape) for a, b, shape in zip(bounds, bounds[1:], shapes)]
-        rng = np.random.default_rng(s.seed)  # same seed on every rank: identical replicas
-        self.params[0][...] = rng.standard_normal(shapes[0]) / np.sqrt(s.features)
-        self.params[2][...] = rng.standard_normal(shapes[2]) / np.sqrt(s.hidden)
+        self.layer_params = [self.flat[a:b] for a, b in zip(bounds, bounds[1:])]
+        self.layer_grads = [self.grad[a:b] for a, b in zip(bounds, bounds[1:])]
+        self.weights = [self._split(v, n_in, n_out)
+                        for v, n_in, n_out in zip(self.layer_params, widths, widths[1:])]
+        self.grads = [self._split(v, n_in, n_out)
+                      for v, n_in, n_out in zip(self.layer_grads, widths, widths[1:])]
+        rng = np.random.default_rng(seed)  # same seed on every rank: identical replicas
+        for i, (w, _) in enumerate(self.weights):  # He init; the output layer without the 2
+            gain = 1.0 if i == len(self.weights) - 1 else 2.0
+            w[...] = rng.standard_normal(w.shape) * np.sqrt(gain / w.shape[0])
+        self._acts: list[np.ndarray] = []
+        self._delta = np.empty(0, np.float32)
 
-    def loss_and_grad(self, x: np.ndarray, y: np.ndarray) -> float:
-        w1, b1, w2, b2 = self.params
-        h = np.maximum(x @ w1 + b1, 0)
-        logits = h @ w2 + b2
+    @staticmethod
+    def _split(view: np.ndarray, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+        return view[:n_in * n_out].reshape(n_in, n_out), view[n_in * n_out:]
+
+    @property
+    def depth(self) -> int:
+        return len(self.weights)
+
+    def logits(self, x: np.ndarray, keep: bool = False) -> np.ndarray:
+        """The forward pass; ``keep`` the activations for ``backward``."""
+        acts = [x]
+        for i, (w, b) in enumerate(self.weights):
+            z = acts[-1] @ w + b
+            acts.append(z if i == self.depth - 1 else np.maximum(z, 0, out=z))
+        if keep:
+            self._acts = acts
+        return acts[-1]
+
+    def forward(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Mean cross-entropy of the batch; keeps what the backward pass needs."""
+        logits = self.logits(x, keep=True)
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(axis=1, keepdims=True)
-        loss = float(-np.log(p[np.arange(len(y)), y] + 1e-12).mean())
-        d = p
-        d[np.arange(len(y)), y] -= 1
-        d /= len(y)
-        gw1, gb1, gw2, gb2 = self.grads
-        gw2[...] = h.T @ d
-        gb2[...] = d.sum(axis=0)
-        dh = (d @ w2.T) * (h > 0)
-        gw1[...] = x.T @ dh
-        gb1[...] = dh.sum(axis=0)
+        rows = np.arange(len(y))
+        loss = float(-np.log(p[rows, y] + 1e-12).mean())
+        p[rows, y] -= 1
+        p /= len(y)
+        self._delta = p  # d loss / d logits
         return loss
 
+    def backward(self, layer: int) -> None:
+        """Fill ``layer``'s gradient; call for the last layer first, down to 0."""
+        if layer < self.depth - 1:  # carry the error back through the layer above
+            w_above = self.weights[layer + 1][0]
+            self._delta = (self._delta @ w_above.T) * (self._acts[layer + 1] > 0)
+        gw, gb = self.grads[layer]
+        np.matmul(self._acts[layer].T, self._delta, out=gw)
+        self._delta.sum(axis=0, out=gb)
 
-def batches(s: Settings, rank: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """This rank's shard of a fixed random teacher's labels (a learnable task)."""
-    teacher = np.random.default_rng(1234).standard_normal((s.features, s.classes))
-    rng = np.random.default_rng(1000 + rank)
-    while True:
-        x = rng.standard_normal((s.batch, s.features)).astype(np.float32)
-        yield x, np.argmax(x @ teacher, axis=1)
+    def accuracy(self, x: np.ndarray, y: np.ndarray) -> float:
+        return float((np.argmax(self.logits(x), axis=1) == y).mean())
+
+
+def bucket_manager(model: MLP, s: Settings, comm: MPI.Intracomm) -> BucketManager:
+    """One tensor per layer, in the order the backward pass makes them ready, and byte caps that
+    put ``s.bucket_layers`` layers in each bucket (all in one for 0)."""
+    order = list(range(model.depth - 1, -1, -1))
+    per = s.bucket_layers or model.depth
+    groups = [order[k:k + per] for k in range(0, len(order), per)]
+    nbytes = [sum(model.layer_grads[i].nbytes for i in g) for g in groups]
+    manager = BucketManager({f"layer{i + 1}": model.layer_grads[i] for i in order}, comm=comm,
+                            first_bucket_bytes=nbytes[0], bucket_bytes=max(nbytes[1:] or nbytes),
+                            op="avg", algorithm=s.algorithm, codec=_codec_factory(s.codec),
+                            progress=s.policy)
+    if [len(b.members) for b in manager.buckets] != [len(g) for g in groups]:
+        raise ValueError(f"--bucket-layers {s.bucket_layers}: these layers are too unequal in "
+                         "size for byte-capped buckets of that many layers")
+    return manager
+
+
+def _codec_factory(spec: str) -> Callable[[], Any] | None:
+    """A codec per bucket: error feedback keeps its residual, threshold its level, per bucket."""
+    if codecs.parse(spec) is None:  # also checks the spec now, on every rank
+        return None
+    return lambda: codecs.parse(spec)
 
 
 def train(s: Settings, comm: MPI.Intracomm,
           emit: Callable[[str], object] = print) -> dict[str, Any]:
-    """Run the training; return this rank's losses and timings (rank 0 prints every 10%)."""
-    rank = comm.Get_rank()
-    model = MLP(s)
-    data = batches(s, rank)
-    codec = codecs.parse(s.codec)  # one instance for the run: error feedback keeps its residual
+    """Run the training; return the run's settings, losses, accuracies and timings (the same on
+    every rank but the timings). Rank 0 prints a line every 10% and every epoch."""
+    s.check()
+    with _blas_threads(comm) as threads:
+        return {**_train(s, comm, emit), "blas_threads": threads}
+
+
+@contextmanager
+def _blas_threads(comm: MPI.Intracomm) -> Iterator[int | None]:
+    """Give each rank its share of the node's cores for BLAS, as torchrun does, unless the
+    environment already says: ranks whose BLAS pools each take every core spin against each
+    other (3 ranks on 2 cores ran 9x slower). Yields the limit, None where none was set."""
+    try:
+        from threadpoolctl import threadpool_limits  # comes with scikit-learn
+    except ImportError:
+        threadpool_limits = None
+    said = any(v in os.environ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                         "MKL_NUM_THREADS"))
+    if threadpool_limits is None or said:
+        yield None
+        return
+    node = next(n for n in context.of(comm).layout.nodes if comm.Get_rank() in n)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = max(1, (cores or 1) // len(node))
+    with threadpool_limits(threads, user_api="blas"):
+        yield threads
+
+
+def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> dict[str, Any]:
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = load(s.dataset)
+    shard = len(data.x_train) // size  # equal shards: every rank runs the same steps
+    if shard < s.batch:
+        raise ValueError(f"--batch {s.batch} is more than a rank's shard ({shard} samples)")
+    x_mine = data.x_train[rank * shard:(rank + 1) * shard]
+    y_mine = data.y_train[rank * shard:(rank + 1) * shard]
+    per_epoch = shard // s.batch
+    steps = s.steps or s.epochs * per_epoch
+    model = MLP([data.x_train.shape[1]] + [s.hidden] * s.layers + [data.classes], s.seed)
+    manager = bucket_manager(model, s, comm)
+    say = emit if rank == 0 else (lambda line: None)
+    local = np.zeros(steps)  # this rank's loss per step, averaged over ranks when reported
     losses: list[float] = []
-    compute = communicate = 0.0
-    for step in range(s.steps):
+    epochs: list[dict[str, Any]] = []
+    step_s, compute_s = np.zeros(steps), np.zeros(steps)
+    order = np.empty(0, np.int64)
+
+    def backward(layer: int) -> Callable[[], list[str]]:
+        def run() -> list[str]:
+            model.backward(layer)
+            return [f"layer{layer + 1}"]  # ready: the manager may start its bucket
+        return run
+    backwards = [backward(k) for k in range(model.depth - 1, -1, -1)]
+
+    for step in range(steps):
+        i = step % per_epoch
+        if i == 0:  # a new pass over the shard, in a new order
+            order = np.random.default_rng([s.seed, rank, step // per_epoch]).permutation(shard)
+        batch = order[i * s.batch:(i + 1) * s.batch]
+
+        def forward() -> None:
+            local[step] = model.forward(x_mine[batch], y_mine[batch])
+
+        metrics = manager.run([forward, *backwards])
         t0 = time.perf_counter()
-        x, y = next(data)
-        loss = model.loss_and_grad(x, y)
-        t1 = time.perf_counter()
-        api.allreduce(model.grad, model.grad, op="avg", algorithm=s.algorithm, comm=comm,
-                      codec=codec)
-        t2 = time.perf_counter()
-        model.flat -= s.lr * model.grad
-        compute, communicate = compute + t1 - t0, communicate + t2 - t1
-        losses.append(loss)
-        if rank == 0 and (step + 1) % max(1, s.steps // 10) == 0:
-            emit(f"step {step + 1:5d}  loss {losses[-1]:.4f}")
+        model.flat -= s.lr * model.grad  # the averaged gradients: the same bits on every rank
+        update = time.perf_counter() - t0
+        step_s[step], compute_s[step] = metrics.t_overall + update, metrics.t_compute + update
+
+        last, epoch_end = step == steps - 1, (step + 1) % per_epoch == 0
+        if (step + 1) % max(1, steps // 10) == 0 or epoch_end or last:
+            losses += _averaged(local[len(losses):step + 1], comm)  # outside the timed step
+        if (step + 1) % max(1, steps // 10) == 0:
+            say(f"step {step + 1:5d}  loss {losses[-1]:.4f}")
+        if epoch_end or last:
+            epochs.append({"epoch": (step + 1) / per_epoch, "step": step + 1,
+                           "train_accuracy": model.accuracy(data.x_train, data.y_train),
+                           "test_accuracy": model.accuracy(data.x_test, data.y_test)})
+            say(f"epoch {epochs[-1]['epoch']:.4g} (step {step + 1}): train accuracy "
+                f"{epochs[-1]['train_accuracy']:.3f}, test accuracy "
+                f"{epochs[-1]['test_accuracy']:.3f}")
+
+    warmup = min(WARMUP_STEPS, steps // 2)
+    measured = slice(warmup, steps)
+    exposed = step_s[measured] - compute_s[measured]
     digests = comm.allgather(hashlib.sha256(model.flat.tobytes()).hexdigest())
-    return {"losses": losses, "compute_s": compute, "allreduce_s": communicate,
-            "replicas_identical": len(set(digests)) == 1, "parameters": model.flat.size}
+    thresholds = [c for c in (getattr(b.codec, "codec", b.codec) for b in manager.buckets)
+                  if isinstance(c, Threshold)]
+    kept, offered = comm.allreduce(np.array([sum(c.kept for c in thresholds),
+                                             sum(c.offered for c in thresholds)]))
+    return {
+        "settings": asdict(s),
+        "dataset": {"name": s.dataset, "train": len(data.x_train), "test": len(data.x_test),
+                    "per_rank": shard, "left_out": len(data.x_train) - shard * size,
+                    "steps_per_epoch": per_epoch, "global_batch": size * s.batch},
+        "parameters": int(model.flat.size),
+        "widths": model.widths,
+        "buckets": [[model.depth - i for i in b.members] for b in manager.buckets],
+        "bucket_bytes": [int(b.flat.nbytes) for b in manager.buckets],
+        "algorithms_ran": sorted({b.persistent.algorithm for b in manager.buckets
+                                  if b.persistent is not None}),
+        "steps": steps,
+        "losses": losses,
+        "epochs": epochs,
+        "train_accuracy": epochs[-1]["train_accuracy"],
+        "test_accuracy": epochs[-1]["test_accuracy"],
+        "timing": {"warmup_steps": warmup, "measured_steps": steps - warmup,
+                   "step_s": _summary(step_s[measured]),
+                   "compute_s": _summary(compute_s[measured]),
+                   "exposed_s": _summary(exposed),
+                   "per_step": {"step_s": step_s.tolist(), "compute_s": compute_s.tolist()}},
+        "threshold_kept": float(kept / offered) if thresholds else None,  # over every rank
+        "replicas_identical": len(set(digests)) == 1,
+        "parameters_sha256": digests[0],
+        "mpicoll_version": __version__,
+        "mpi_library": " ".join(MPI.Get_library_version().split("\n")[0].split()),
+        "ranks": size,
+        "nodes": len(context.of(comm).layout.nodes),
+    }
+
+
+def summary(r: dict[str, Any]) -> str:
+    """What rank 0 prints at the end of a run."""
+    s, d, t = r["settings"], r["dataset"], r["timing"]
+    step, compute, exposed = (t[k]["median"] * 1e3 for k in ("step_s", "compute_s", "exposed_s"))
+    means = "/".join(f"{t[k]['mean'] * 1e3:.1f}" for k in ("step_s", "compute_s", "exposed_s"))
+    lines = [
+        f"# {r['parameters']} parameters on {r['ranks']} ranks ({r['nodes']} node(s), "
+        f"{r['mpi_library']}): {' -> '.join(map(str, r['widths']))}",
+        f"# {d['name']}: {d['train']} train / {d['test']} test samples, {d['per_rank']} per rank"
+        f" ({d['left_out']} left out), global batch {d['global_batch']}, {r['steps']} steps",
+        f"# buckets (layers): {r['buckets']}, policy {s['policy']}, codec {s['codec'] or 'none'},"
+        f" algorithm {s['algorithm']} (ran {', '.join(r['algorithms_ran'])})",
+        f"# loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}; train accuracy "
+        f"{r['train_accuracy']:.3f}, test accuracy {r['test_accuracy']:.3f}",
+        f"# per step, medians of steps {t['warmup_steps'] + 1}-{r['steps']} (the first "
+        f"{t['warmup_steps']} left out as warm-up): step {step:.1f} ms, compute {compute:.1f} ms,"
+        f" exposed communication {exposed:.1f} ms; means {means} ms",
+    ]
+    if r["threshold_kept"] is not None:
+        lines.append(f"# threshold kept {100 * r['threshold_kept']:.2f}% of the entries")
+    lines.append(f"# replicas identical: {'yes' if r['replicas_identical'] else 'NO'} "
+                 f"(sha256 {r['parameters_sha256'][:16]}...)")
+    return "\n".join(lines)
+
+
+def _averaged(values: np.ndarray, comm: MPI.Intracomm) -> list[float]:
+    """The mean over ranks of each step's loss: the loss of the global batch."""
+    total = np.array(values, np.float64)
+    comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)  # bookkeeping: MPI's own, not recorded
+    return (total / comm.Get_size()).tolist()
+
+
+def _summary(seconds: np.ndarray) -> dict[str, float]:
+    return {"median": float(np.median(seconds)), "mean": float(np.mean(seconds))}
 
 
 def run_recorded(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object] = print
                  ) -> tuple[dict[str, Any], list[timing.Record]]:
-    """``train`` with timing records on, for writing to HDF5."""
+    """``train`` with timing records on (one per bucket per step), for writing to HDF5."""
     with timing.recording() as rec:
         result = train(s, comm, emit)
     return result, rec.records

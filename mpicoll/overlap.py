@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Mapping, Sequence, TypeAlias, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import api, codecs, inflight
+from . import api, codecs, inflight, timing
 from ._array import Array, array_module, is_device, same_module, writeable
 from .persistent import PersistentRequest
 from .request import Request
@@ -81,6 +81,7 @@ class _Bucket:
     persistent: PersistentRequest | None = None  # made on the first start, reused every step
     started: float = 0.0
     seconds: float = 0.0
+    record: timing.Record | None = None  # this step's, when timing records are on
 
 
 class BucketManager:
@@ -204,6 +205,7 @@ class BucketManager:
             raise RuntimeError("the previous step still has buckets in flight; call wait() first")
         for b in self.buckets:
             b.pending, b.request, b.started, b.seconds = set(b.members), None, 0.0, 0.0
+            b.record = None
         self._next = 0
 
     def _start_ready_buckets(self) -> None:
@@ -219,13 +221,21 @@ class BucketManager:
 
         A bucket reuses its buffer every step, so its allreduce is persistent
         (``allreduce_init``, made on the first start: checks, plan and tags once, MPI
-        persistent requests bound to the buffer)."""
+        persistent requests bound to the buffer). Persistent starts leave no timing record of
+        their own, so the bucket keeps one, from its start to its completion seen."""
         if bucket.persistent is None:
             bucket.persistent = api.allreduce_init(bucket.flat, bucket.flat, op=self.op,
                                                    algorithm=self.algorithm, comm=self.comm,
                                                    codec=bucket.codec)
-        bucket.persistent.start()
-        return bucket.persistent
+        request, recorder = bucket.persistent, timing.active()
+        if recorder is not None:
+            ctx = request.context
+            bucket.record = recorder.start(
+                rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=self.op,
+                algorithm=request.algorithm, codec=request.codec, dtype=bucket.flat.dtype.name,
+                count=bucket.flat.size, nbytes=bucket.flat.nbytes, transport=request.transport)
+        request.start()
+        return request
 
     def _poll(self) -> bool:
         inflight.progress()  # one pass advances every bucket (and every other collective)
@@ -242,6 +252,11 @@ class BucketManager:
     def _finished(self, bucket: _Bucket) -> None:
         if not bucket.seconds:
             bucket.seconds = time.perf_counter() - bucket.started
+            if bucket.record is not None:  # a sparse codec's request names its fallback now
+                assert bucket.request is not None
+                bucket.record.t1 = MPI.Wtime()
+                bucket.record.algorithm = bucket.request.algorithm
+                bucket.record.codec = bucket.request.codec
 
     def _start_thread(self) -> None:
         self._stop.clear()

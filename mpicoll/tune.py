@@ -9,6 +9,7 @@ layout it measured. Without a file, :data:`costmodel.BUILTIN` applies.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -19,9 +20,9 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _env
-from .costmodel import BUILTIN, Model, components, fit_algorithm
+from .costmodel import BUILTIN, Model, components, fit_algorithm, predict
 
-__all__ = ["candidates", "measure_links", "measure_gamma", "fit", "save", "load", "model_in_force",
+__all__ = ["candidates", "measure_links", "measure_gamma", "cache_size", "fit", "save", "load", "model_in_force",
            "TUNING_ENV"]
 
 TUNING_ENV = _env.TUNING_ENV
@@ -38,9 +39,10 @@ def candidates(nodes: int = 1) -> tuple[str, ...]:
 
 def measure_links(comm: MPI.Intracomm, nodes: tuple[tuple[int, ...], ...], repeats: int = 200
                   ) -> tuple[dict[str, float], dict[str, float]]:
-    """(α, β) by level from ping-pongs of 8 B and 1 MiB: rank 0 with another rank of its node
-    ("local") and with the first rank of the next node ("remote"); a level this job cannot
-    measure keeps the built-in figures. Collective."""
+    """(α, β) by level from ping-pongs of 8 B and of 1 MiB ("local": rank 0 with another rank
+    of its node) or 8 MiB ("remote": with the first rank of the next node; a token-bucket link
+    lets its first few hundred kB through at once, which would make 1 MiB look faster than the
+    link); a level this job cannot measure keeps the built-in figures. Collective."""
     alpha, beta = dict(BUILTIN.alpha), dict(BUILTIN.beta)
     peers = {"local": nodes[0][1] if len(nodes[0]) > 1 else None,
              "remote": nodes[1][0] if len(nodes) > 1 else None}
@@ -48,9 +50,10 @@ def measure_links(comm: MPI.Intracomm, nodes: tuple[tuple[int, ...], ...], repea
         if peer is None:
             continue
         small = _half_round_trip(comm, peer, 8, repeats)
-        large = _half_round_trip(comm, peer, 1 << 20, max(3, repeats // 20))
+        nbytes = 1 << (20 if level == "local" else 23)
+        large = _half_round_trip(comm, peer, nbytes, max(3, repeats // 20))
         alpha[level] = small
-        beta[level] = max(large - small, 0.0) / (1 << 20)
+        beta[level] = max(large - small, 0.0) / nbytes
     return alpha, beta
 
 
@@ -72,9 +75,9 @@ def _half_round_trip(comm: MPI.Intracomm, peer: int, nbytes: int, repeats: int) 
     return float(comm.bcast(np.median(samples), root=0))
 
 
-def measure_gamma(nbytes: int = 8 << 20, repeats: int = 20) -> float:
-    """Seconds per byte of a local float32 sum of ``nbytes`` (the median of ``repeats``; beyond
-    the caches, as the large messages that this term matters for)."""
+def measure_gamma(nbytes: int = 64 << 20, repeats: int = 20) -> float:
+    """Seconds per byte of a local float32 sum of ``nbytes`` (the median of ``repeats``; by
+    default beyond the caches, as the large messages that this term matters for)."""
     a, b = np.ones(nbytes // 4, np.float32), np.ones(nbytes // 4, np.float32)
     samples = []
     for _ in range(repeats):
@@ -84,30 +87,57 @@ def measure_gamma(nbytes: int = 8 << 20, repeats: int = 20) -> float:
     return float(np.median(samples)) / nbytes
 
 
+def cache_size() -> int:
+    """This node's last-level cache in bytes, as Linux reports it (0 where it does not: the
+    model then treats every byte as beyond the cache)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip()
+        return int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1:], 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, float],
         beta: dict[str, float], gamma: float, source: str,
-        emit: Callable[[str], object] = print) -> Model:
+        emit: Callable[[str], object] = print, cache_bytes: int = 0) -> Model:
     """The model for measured bench rows: α, β, γ as measured, and per algorithm the overhead
-    and factor that best explain its times (``native``: as mpicoll runs it, or else MPI's
-    own column)."""
-    base = Model(alpha, beta, gamma, {}, source)
-    itemsize = np.dtype(rows["dtype"][0].decode()).itemsize
-    measured: dict[str, list] = {}
+    and factors that best explain its times (``native``: as mpicoll runs it, or else MPI's
+    own column). How much of the ``cache_bytes`` of last-level cache the working set really
+    has (other tenants, MPI's own buffers) is fitted too: the share, down to 1/16, that
+    explains the times best."""
+    times: dict[str, list[tuple[int, float]]] = {}
     for row in rows:
-        name, size = row["algorithm"].decode(), int(row["size"])
+        name = row["algorithm"].decode()
         if name != "auto":
-            measured.setdefault(name, []).append(
-                (row["time_us"] * 1e-6, components(name, size, nodes, base, itemsize)))
-    if "native" not in measured:  # MPI's own column, as auto's native runs it (less our call)
-        sizes = sorted(set(rows["size"].tolist()))
-        measured["native"] = [(float(rows["native_us"][rows["size"] == size][0]) * 1e-6,
-                               components("native", size, nodes, base, itemsize)) for size in sizes]
-    fitted = {name: fit_algorithm(points) for name, points in measured.items()}
-    for name, (overhead, factor) in fitted.items():
-        emit(f"# {name:>13}: {overhead * 1e6:6.2f} us per {'call' if name == 'native' else 'round'}, "
-             f"bytes x{factor:.2f}")
+            times.setdefault(name, []).append((int(row["size"]), row["time_us"] * 1e-6))
+    if "native" not in times:  # MPI's own column, as auto's native runs it (less our call)
+        times["native"] = [(size, float(rows["native_us"][rows["size"] == size][0]) * 1e-6)
+                           for size in sorted(set(rows["size"].tolist()))]
+    itemsize = np.dtype(rows["dtype"][0].decode()).itemsize
+    on_node = max(map(len, nodes))
     ranks = int(rows["ranks"][0])
-    return Model(alpha, beta, gamma, fitted, source, _fastest_measured(rows), (ranks, len(nodes)))
+    best: tuple[float, Model] | None = None
+    for share in (1, 2, 4, 8, 16) if cache_bytes else (1,):
+        base = Model(alpha, beta, gamma, {}, source, _fastest_measured(rows), (ranks, len(nodes)),
+                     cache_bytes=cache_bytes // share)
+        fitted = {name: fit_algorithm([(t, base.in_cache(size, on_node),
+                                        components(name, size, nodes, base, itemsize))
+                                       for size, t in points])
+                  for name, points in times.items()}
+        model = dataclasses.replace(base, algorithms=fitted)
+        error = float(np.mean([np.log(predict(name, size, nodes, model, itemsize) / t) ** 2
+                               for name, points in times.items() for size, t in points]))
+        if best is None or error < best[0]:
+            best = error, model
+    assert best is not None
+    model = best[1]
+    emit(f"# the working set fits in {model.cache_bytes >> 20} MiB of cache "
+         f"(of {cache_bytes >> 20}); rms error {np.sqrt(best[0]):.0%} in the fit")
+    for name, (overhead, factor, cached) in model.algorithms.items():
+        emit(f"# {name:>13}: {overhead * 1e6:6.2f} us per {'call' if name == 'native' else 'round'}, "
+             f"bytes x{factor:.2f} (x{cached:.2f} in the cache)")
+    return model
 
 
 def _fastest_measured(rows: np.ndarray) -> tuple[tuple[int, str], ...]:
@@ -123,9 +153,16 @@ def save(path: str, model: Model, ranks: int, nodes: int, library: str) -> None:
     with open(path, "w") as f:
         json.dump({"mpicoll_tuning": FORMAT, "ranks": ranks, "nodes": nodes,
                    "mpi_library": library, "alpha": model.alpha, "beta": model.beta,
-                   "gamma": model.gamma,
+                   "gamma": model.gamma, "cache_bytes": model.cache_bytes,
                    "algorithms": {k: list(v) for k, v in model.algorithms.items()},
                    "fastest_measured": [list(m) for m in model.measured]}, f, indent=1)
+
+
+def _figures(values: list) -> tuple[float, float, float]:
+    """An algorithm's (overhead, factor, factor in the cache); files of format 2 before the cache
+    figure have two, the one factor for both."""
+    overhead, factor, *cached = map(float, values)
+    return overhead, factor, cached[0] if cached else factor
 
 
 def model_in_force() -> Model:
@@ -152,11 +189,12 @@ def _load(path: str, stamp: int | None) -> Model:
         levels = ("local", "remote")
         model = Model({k: float(data["alpha"][k]) for k in levels},
                       {k: float(data["beta"][k]) for k in levels}, float(data["gamma"]),
-                      {k: (float(o), float(f)) for k, (o, f) in data["algorithms"].items()},
+                      {k: _figures(v) for k, v in data["algorithms"].items()},
                       f"{path} ({data.get('ranks')} ranks, {data.get('nodes')} nodes, "
                       f"{data.get('mpi_library')})",
                       tuple((int(size), str(name)) for size, name in data.get("fastest_measured", ())),
-                      (int(data["ranks"]), int(data["nodes"])))
+                      (int(data["ranks"]), int(data["nodes"])),
+                      cache_bytes=int(data.get("cache_bytes", 0)))
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{TUNING_ENV}={path!r} is not a tuning file: {error}") from None
     return model

@@ -296,6 +296,7 @@ def test_threshold_holds_its_density(sample):
     for _ in range(8):
         sent.append(np.count_nonzero(codec.decode(codec.encode(draw().astype(np.float32)))))
     assert all(abs(s / 1000 - 1) < 0.15 for s in sent[3:]), sent
+    assert (codec.kept, codec.offered) == (sum(sent), 8 * 100_000)  # the density it held
     assert codec.threshold > 0
     codec.reset()
     assert codec.threshold is None

@@ -24,21 +24,40 @@ def one_node(p):
 def test_the_textbook_costs_come_out_of_the_schedules(p):
     """Ring: 2(p-1) rounds of n/p; recursive doubling: lg p rounds of n (p a power of two)."""
     n = 1 << 20
-    latency, bandwidth, rounds = components("ring", n, one_node(p), MODEL)
+    latency, memory, wire, rounds = components("ring", n, one_node(p), MODEL)
     assert rounds == 2 * (p - 1) and latency == pytest.approx(2 * (p - 1) * ALPHA)
-    assert bandwidth == pytest.approx(2 * (p - 1) / p * n * BETA + (p - 1) / p * n * GAMMA, rel=1e-6)
+    assert memory == pytest.approx(2 * (p - 1) / p * n * BETA + (p - 1) / p * n * GAMMA, rel=1e-6)
+    assert wire == 0  # one node
     lg = p.bit_length() - 1
-    latency, bandwidth, rounds = components("rd", n, one_node(p), MODEL)
+    latency, memory, wire, rounds = components("rd", n, one_node(p), MODEL)
     assert rounds == lg and latency == pytest.approx(lg * ALPHA)
-    assert bandwidth == pytest.approx(lg * n * (BETA + GAMMA), rel=1e-6)
+    assert memory == pytest.approx(lg * n * (BETA + GAMMA), rel=1e-6)
+
+
+def test_wire_bytes_are_not_scaled_and_cache_bytes_have_their_own_factor():
+    """Ring over 4 nodes of one rank: each rank sends 2(p-1)/p n across; the algorithm's
+    factors leave those alone. Its memory bytes take the in-cache factor while the working set
+    (3 n per rank) fits, and a blend of the two as it outgrows the cache."""
+    p, n = 4, 1 << 20
+    nodes = tuple((r,) for r in range(p))
+    latency, memory, wire, rounds = components("ring", n, nodes, MODEL)
+    assert wire == pytest.approx(2 * (p - 1) / p * n * 10 * BETA, rel=1e-6)
+    assert memory == pytest.approx((p - 1) / p * n * GAMMA, rel=1e-6)
+    beyond = dataclasses.replace(MODEL, algorithms={"ring": (0.0, 3.0, 0.5)})
+    assert predict("ring", n, nodes, beyond) == pytest.approx(latency + 3 * memory + wire)
+    inside = dataclasses.replace(beyond, cache_bytes=3 * n)
+    assert predict("ring", n, nodes, inside) == pytest.approx(latency + 0.5 * memory + wire)
+    half = dataclasses.replace(beyond, cache_bytes=3 * n // 2)
+    assert predict("ring", n, nodes, half) == pytest.approx(latency + 1.75 * memory + wire)
 
 
 def test_native_is_the_better_of_mpis_usual_two_plus_its_overhead():
-    model = Model(MODEL.alpha, MODEL.beta, GAMMA, {"native": (1e-6, 2.0)})
+    model = Model(MODEL.alpha, MODEL.beta, GAMMA, {"native": (1e-6, 2.0, 2.0)})
     for n in (8, 1 << 24):
         shapes = [components(s, n, one_node(4), model) for s in costmodel.NATIVE_SHAPES]
-        latency, bandwidth, _ = min(shapes, key=lambda c: c[0] + c[1])
-        assert predict("native", n, one_node(4), model) == pytest.approx(latency + 2 * bandwidth + 1e-6)
+        latency, memory, wire, _ = min(shapes, key=lambda c: c[0] + c[1] + c[2])
+        assert predict("native", n, one_node(4), model) == pytest.approx(
+            latency + 2 * memory + wire + 1e-6)
 
 
 def test_slow_links_make_hierarchy_pay():
@@ -48,18 +67,25 @@ def test_slow_links_make_hierarchy_pay():
     assert predict("rd", 8, nodes, MODEL) < predict("ring", 8, nodes, MODEL)
 
 
-def test_fit_recovers_an_overhead_and_a_factor():
-    overhead, factor = 3e-6, 1.7
+def test_fit_recovers_an_overhead_and_both_factors():
+    overhead, factor, cached = 3e-6, 1.7, 0.9
+    model = dataclasses.replace(MODEL, cache_bytes=8 << 20)
     points = []
-    for n in (8, 1024, 1 << 16, 1 << 20, 1 << 24):
-        c = components("ring", n, one_node(4), MODEL)
-        points.append((c[0] + factor * c[1] + overhead * c[2], c))
-    assert fit_algorithm(points) == pytest.approx((overhead, factor), rel=1e-6)
+    for n in (8, 1024, 1 << 16, 1 << 20, 1 << 22, 1 << 24, 1 << 26):
+        c = components("ring", n, one_node(4), model)
+        inside = model.in_cache(n, 4)
+        points.append((c[0] + (factor * (1 - inside) + cached * inside) * c[1] + c[2]
+                       + overhead * c[3], inside, c))
+    assert fit_algorithm(points) == pytest.approx((overhead, factor, cached), rel=1e-6)
+    # without a cache, one factor for both
+    plain = [(t, 0.0, c) for t, _, c in points]
+    assert fit_algorithm(plain)[1] == fit_algorithm(plain)[2]
 
 
 def test_a_tuning_file_round_trips_and_auto_follows_it(tmp_path, monkeypatch):
     path = tmp_path / "tuning.json"
-    slow_native = Model(MODEL.alpha, MODEL.beta, GAMMA, {"native": (1.0, 1.0), "rd": (0.0, 1.0)})
+    slow_native = Model(MODEL.alpha, MODEL.beta, GAMMA,
+                        {"native": (1.0, 1.0, 1.0), "rd": (0.0, 1.0, 1.0)})
     tune.save(str(path), slow_native, 4, 1, "test")
     monkeypatch.setenv("MPICOLL_TUNING", str(path))
     mpicoll.reload_environment()
@@ -111,6 +137,26 @@ def test_ranks_of_a_node_share_its_links():
     assert times[2] == times[0] == pytest.approx(b * 10 * BETA + 50 * ALPHA)
 
 
+def test_a_rank_takes_its_incoming_messages_one_after_another():
+    """Ranks 1 and 2 each send b bytes to rank 0 at once (a tree's parent): rank 0's link takes
+    them in turn, 2bβ + α; one sender alone, bβ + α."""
+    from mpicoll.schedule import Recv, Region, Round, Schedule, Send
+
+    b = 1000
+
+    def rounds(*transfers):
+        return Schedule("t", b, (Round(tuple(transfers), ()),), 0)
+
+    both = [rounds(Recv(1, Region("recv", 0, b)), Recv(2, Region("tmp", 0, b))),
+            rounds(Send(0, Region("send", 0, b))), rounds(Send(0, Region("send", 0, b)))]
+    alpha, beta = {"local": ALPHA, "remote": 0.0}, {"local": BETA, "remote": 0.0}
+    assert costmodel.schedule_time(both, 1, [0, 0, 0], alpha, beta, 0.0, 0.0) == \
+        pytest.approx(2 * b * BETA + ALPHA)
+    one = [rounds(Recv(1, Region("recv", 0, b))), rounds(Send(0, Region("send", 0, b)))]
+    assert costmodel.schedule_time(one, 1, [0, 0], alpha, beta, 0.0, 0.0) == \
+        pytest.approx(b * BETA + ALPHA)
+
+
 @pytest.mark.parametrize("name", ["ring", "rd", "rabenseifner", "hybrid"])
 def test_lockstep_agrees_with_events_where_ranks_do_alike(monkeypatch, name):
     """For algorithms whose ranks all do the same round by round, the lockstep estimate (what
@@ -147,3 +193,12 @@ def test_the_simulate_command_prints_benchs_table_and_a_plot(tmp_path, capsys):
     assert hybrid < ring  # behind shared 1 Gbit/s links, hierarchy pays
     assert out.stat().st_size > 10_000
     assert mpicoll.cli.main(["simulate", "--ranks", "8", "--ranks-per-node", "4", "-a", "shm"]) == 2
+
+
+def test_a_tuning_file_written_before_the_cache_factor_still_loads(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"mpicoll_tuning": 2, "ranks": 2, "nodes": 1, "mpi_library": "x",
+                                "alpha": MODEL.alpha, "beta": MODEL.beta, "gamma": GAMMA,
+                                "algorithms": {"ring": [1e-6, 1.5]}}))
+    model = tune.load(str(path))
+    assert model.algorithms == {"ring": (1e-6, 1.5, 1.5)} and model.cache_bytes == 0

@@ -49,10 +49,11 @@ def test_site_builds_without_warnings(tmp_path):
 
 
 def test_every_cli_option_is_documented():
-    """Each option in the --help of bench, info, plot, emucluster and codec_throughput appears in
-    measuring.md."""
+    """Each option in the --help of bench, info, plot, train, emucluster and codec_throughput
+    appears in measuring.md."""
     measuring = page("measuring.md")
-    helps = [run("-m", "mpicoll", command, "--help") for command in ("bench", "info", "plot")]
+    helps = [run("-m", "mpicoll", command, "--help")
+             for command in ("bench", "info", "plot", "train")]
     helps.append(run(str(REPO / "benchmarks" / "emucluster.py"), "--help"))
     helps.append(run(str(REPO / "benchmarks" / "codec_throughput.py"), "--help"))
     options = {o for text in helps for o in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", text)} - {"-h", "--help"}

@@ -15,8 +15,9 @@ one compare pass selects, and the next threshold comes from what was sent —
   ``t' = t · (sent / m) ^ (log(a / t) / log 2)``, moving down by at most 4× per call.
 
 On a stationary input the density settles within a few percent in two or three calls; gradients
-change slowly, so it tracks them. NaN is always sent (it never compares ``<= t``), never hidden.
-Values travel as ``value_dtype`` (float16 by default), or in the input's dtype with ``None``.
+change slowly, so it tracks them; ``kept / offered`` is the density it really held. NaN is always
+sent (it never compares ``<= t``), never hidden. Values travel as ``value_dtype`` (float16 by
+default), or in the input's dtype with ``None``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Threshold(SparseCodec):
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._threshold: float | None = None
+        self.kept = self.offered = 0  # elements sent, and given, over every call so far
 
     @property
     def threshold(self) -> float | None:
@@ -67,6 +69,7 @@ class Threshold(SparseCodec):
         target = kept_count(self.density, flat.size)
         t = self._threshold if self._threshold is not None else self._estimate(magnitude)
         idx = xp.flatnonzero(~(magnitude <= t))
+        self.kept, self.offered = self.kept + int(idx.size), self.offered + flat.size
         sent = magnitude[idx]
         nxt = _next_threshold(t, to_host(sent[xp.isfinite(sent)]), target)
         self._threshold = nxt if math.isfinite(nxt) and nxt > 0 else None

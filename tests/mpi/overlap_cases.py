@@ -6,7 +6,7 @@ from helpers import WORLD, assert_everywhere, same_on_all_ranks
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import codecs
+from mpicoll import codecs, timing
 from mpicoll.algorithm import names
 from mpicoll.overlap import BucketManager, overlap_percent
 
@@ -151,3 +151,18 @@ def test_as_views_writes_into_the_buckets():
     want = expected(manager, values)
     assert_everywhere(WORLD, all(views[k].tobytes() == want[k].tobytes() for k in grads),
                       "views != blocking allreduce")
+
+
+def test_each_bucket_leaves_a_timing_record_per_step():
+    """Persistent starts record nothing themselves: the manager keeps one record per bucket."""
+    grads = {k: np.zeros_like(v) for k, v in gradients(0).items()}
+    manager = BucketManager(grads, bucket_bytes=64_000, first_bucket_bytes=4_000, codec="topk")
+    with timing.recording() as rec:
+        for step in range(2):
+            manager.run(callbacks(grads, gradients(step), list(grads)))
+    assert [r.count for r in rec.records] == 2 * [b.flat.size for b in manager.buckets]
+    assert all(r.t1 >= r.t0 and r.op == "avg" and r.ranks == WORLD.size for r in rec.records)
+    # what ran: sparse-allgather, or the dense algorithm it fell back to, as the request says
+    assert [(r.algorithm, r.codec) for r in rec.records[-len(manager.buckets):]] == \
+        [(b.persistent.algorithm, b.persistent.codec) for b in manager.buckets]
+    assert {r.codec for r in rec.records} <= {"topk", "topk:dense-fallback"}

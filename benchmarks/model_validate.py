@@ -1,0 +1,91 @@
+"""Is the cost model right? Its predicted time against the measured one, per algorithm and size.
+
+    python benchmarks/model_validate.py p4-1.txt p4-2.txt [--preset this-machine | --model F]
+        [--min-bytes 65536] [--within 0.2] [--ranks-per-node L]
+
+Reads ``mpicoll bench`` tables (stdout; the header says the ranks and nodes, the ranks of a node
+are consecutive as mpiexec and the emulated cluster place them) and, for every algorithm
+measured at every size from ``--min-bytes`` up — ``native`` too, from the native column —,
+prints the measured time (median over the runs), the model's prediction and their ratio, then
+how many rows are within ``--within``. Runs without MPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+
+from mpicoll import costmodel, tune
+
+
+def read(path: str) -> tuple[int, int, dict[tuple[int, str], float]]:
+    """(ranks, nodes, {(size, algorithm): µs}) of one bench table; native's from its column."""
+    ranks = nodes = 0
+    rows: dict[tuple[int, str], float] = {}
+    with open(path) as f:
+        for line in f:
+            header = re.match(r"# mpicoll bench: (\d+) ranks on (\d+) node", line)
+            if header:
+                ranks, nodes = int(header[1]), int(header[2])
+            cells = line.split()
+            if len(cells) >= 14 and cells[0].isdigit() and cells[6] == "-":
+                size, name = int(cells[0]), cells[4]
+                if name != "auto":
+                    rows[(size, name)] = float(cells[7])
+                rows[(size, "native")] = float(cells[10])
+    if not ranks:
+        raise SystemExit(f"{path}: no bench header")
+    return ranks, nodes, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--preset", default="this-machine", choices=sorted(costmodel.PRESETS))
+    parser.add_argument("--model", help="a tuning file instead of a preset")
+    parser.add_argument("--min-bytes", type=int, default=65536)
+    parser.add_argument("--within", type=float, default=0.2)
+    args = parser.parse_args()
+    model = tune.load(args.model) if args.model else costmodel.PRESETS[args.preset]
+    measured: dict[tuple[int, str], list[float]] = {}
+    layouts = set()
+    for path in args.runs:
+        ranks, nodes, rows = read(path)
+        layouts.add((ranks, nodes))
+        for key, us in rows.items():
+            measured.setdefault(key, []).append(us)
+    if len(layouts) != 1:
+        raise SystemExit(f"runs of different layouts: {sorted(layouts)}")
+    (ranks, nodes), = layouts
+    per = ranks // nodes
+    layout = tuple(tuple(range(n * per, (n + 1) * per)) for n in range(nodes))
+    names = list(dict.fromkeys(name for _, name in measured))
+    print(f"# {len(args.runs)} run(s), {ranks} ranks on {nodes} node(s); model: "
+          f"{args.model or args.preset}; times in µs, medians over runs; "
+          f"ratio = predicted / measured")
+    print(f"{'size(B)':>10} " + " ".join(f"{n:>26}" for n in names))
+    hits = total = 0
+    worst: list[tuple[float, int, str]] = []
+    for size in sorted({s for s, _ in measured if s >= args.min_bytes}):
+        cells = []
+        for name in names:
+            if (size, name) not in measured:
+                cells.append(f"{'-':>26}")
+                continue
+            got = statistics.median(measured[(size, name)])
+            want = costmodel.predict(name, size, layout, model) * 1e6
+            ratio = want / got
+            total += 1
+            hits += abs(ratio - 1) <= args.within
+            worst.append((abs(ratio - 1), size, name))
+            cells.append(f"{got:>9.0f} {want:>9.0f} {ratio:>6.2f}")
+        print(f"{size:>10} " + " ".join(cells))
+    print(f"{'':>10} " + " ".join(f"{'measured predicted ratio':>26}" for _ in names))
+    off, size, name = max(worst)
+    print(f"# within {args.within:.0%}: {hits} of {total} rows; worst {name} at {size} B "
+          f"({off:+.0%} off)")
+
+
+if __name__ == "__main__":
+    main()
