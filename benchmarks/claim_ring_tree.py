@@ -43,6 +43,7 @@ from mpicoll.algorithm import tree as tree_algorithm
 from mpicoll.algorithm.recursive_doubling import folded_size
 from mpicoll.bench import format_size, parse_size
 from mpicoll.schedule import Schedule, Send
+from mpicoll.topology import blocks
 
 Nodes = tuple[tuple[int, ...], ...]
 
@@ -86,11 +87,6 @@ def traffic(schedule: Schedule) -> Traffic:
             else:
                 received += len(t.region)
     return Traffic(len(schedule.rounds), sent, received)
-
-
-def layout(size: int, per_node: int) -> Nodes:
-    """Consecutive ranks per node, as mpiexec and ``simulate`` place them."""
-    return tuple(tuple(range(lo, min(lo + per_node, size))) for lo in range(0, size, per_node))
 
 
 def note(text: str) -> None:
@@ -257,7 +253,7 @@ def table1(args: argparse.Namespace, labels: list[str]) -> dict[str, list[tuple[
     for label in labels:
         variant = VARIANTS[label]
         for size in sizes:
-            nodes = layout(size, args.ranks_per_node)
+            nodes = blocks(size, args.ranks_per_node)
             t0 = time.perf_counter()
             try:
                 fig = figures(variant, size, nodes, count, dtype, args.segment)
@@ -288,7 +284,7 @@ def verify(args: argparse.Namespace, labels: list[str], count: int, dtype: np.dt
     for label in labels:
         variant = VARIANTS[label]
         for size in sizes:
-            nodes = layout(size, args.ranks_per_node)
+            nodes = blocks(size, args.ranks_per_node)
             try:
                 some = figures(variant, size, nodes, count, dtype, args.segment)
             except ValueError:
@@ -378,7 +374,7 @@ def table2(args: argparse.Namespace) -> list[Row2]:
         model = costmodel.PRESETS[preset]
         for per_node in [int(x) for x in args.sim_ranks_per_node.split(",")]:
             for size in ranks:
-                nodes = layout(size, per_node)
+                nodes = blocks(size, per_node)
                 for nbytes in sizes:
                     nbytes = max(1, nbytes // dtype.itemsize) * dtype.itemsize
                     ring = predict("ring", nbytes, nodes, model, dtype.itemsize)

@@ -17,7 +17,7 @@ MODEL=(--dataset digits --layers 8 --hidden 384)
 emulated() {  # hosts, then the train options
     local hosts=$1; shift
     # The emulated hosts share this machine's 2 cores: one BLAS thread per rank, not a host's
-    # share each (4 ranks x 2 threads on 2 cores ran 100x slower). stdin closed: mpiexec
+    # share each (4 ranks x 2 threads on 2 cores: the compute ran far slower). stdin closed: mpiexec
     # would read the list of runs below.
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
         "$PY" benchmarks/emucluster.py --hosts "$hosts" --ranks-per-host 1 --rate 1gbit -- \
@@ -34,7 +34,7 @@ codecs)
             > "$out/$name.txt"
         runs+=("$out/$name.json")
     done
-    "$PY" benchmarks/train_summary.py "${runs[@]}" --plot docs/img/issue14-codecs.png \
+    "$PY" benchmarks/train_summary.py "${runs[@]}" --at 50,100 --epoch 3 --plot docs/img/issue14-codecs.png \
         | tee "$out/codecs.txt"
     ;;
 buckets)

@@ -28,8 +28,8 @@ def main() -> None:
     model = costmodel.BUILTIN if not args.model else tune._load(args.model, 0)
     ratios: dict[tuple[int, str], list[float]] = {}
     for path in args.runs:
-        for (size, name), (ratio, _, _) in read(path).items():
-            ratios.setdefault((size, name), []).append(ratio)
+        for (size, name), row in read(path).items():
+            ratios.setdefault((size, name), []).append(row.ratio)
     nodes = (tuple(range(args.ranks)),)
     names = sorted({n for _, n in ratios if n != "auto"})
     print(f"# {len(args.runs)} runs, {args.ranks} ranks; model: {model.source}")

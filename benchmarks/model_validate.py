@@ -7,7 +7,8 @@ Reads ``mpicoll bench`` tables (stdout; the header says the ranks and nodes, the
 are consecutive as mpiexec and the emulated cluster place them) and, for every algorithm
 measured at every size from ``--min-bytes`` up — ``native`` too, from the native column —,
 prints the measured time (median over the runs), the model's prediction and their ratio, then
-how many rows are within ``--within``. Runs without MPI.
+how many rows are within ``--within``, and on how many rows the first two runs are within
+``--within`` of each other (the measurement's own noise). Runs without MPI.
 """
 
 from __future__ import annotations
@@ -16,27 +17,23 @@ import argparse
 import re
 import statistics
 
-from mpicoll import costmodel, tune
+import sweep_summary
+
+from mpicoll import costmodel, topology, tune
 
 
 def read(path: str) -> tuple[int, int, dict[tuple[int, str], float]]:
     """(ranks, nodes, {(size, algorithm): µs}) of one bench table; native's from its column."""
-    ranks = nodes = 0
-    rows: dict[tuple[int, str], float] = {}
     with open(path) as f:
-        for line in f:
-            header = re.match(r"# mpicoll bench: (\d+) ranks on (\d+) node", line)
-            if header:
-                ranks, nodes = int(header[1]), int(header[2])
-            cells = line.split()
-            if len(cells) >= 14 and cells[0].isdigit() and cells[6] == "-":
-                size, name = int(cells[0]), cells[4]
-                if name != "auto":
-                    rows[(size, name)] = float(cells[7])
-                rows[(size, "native")] = float(cells[10])
-    if not ranks:
+        header = re.search(r"# mpicoll bench: (\d+) ranks on (\d+) node", f.read())
+    if not header:
         raise SystemExit(f"{path}: no bench header")
-    return ranks, nodes, rows
+    times: dict[tuple[int, str], float] = {}
+    for (size, name), row in sweep_summary.read(path).items():
+        if name != "auto":
+            times[(size, name)] = row.time_us
+        times[(size, "native")] = row.native_us
+    return int(header[1]), int(header[2]), times
 
 
 def main() -> None:
@@ -58,8 +55,7 @@ def main() -> None:
     if len(layouts) != 1:
         raise SystemExit(f"runs of different layouts: {sorted(layouts)}")
     (ranks, nodes), = layouts
-    per = ranks // nodes
-    layout = tuple(tuple(range(n * per, (n + 1) * per)) for n in range(nodes))
+    layout = topology.blocks(ranks, ranks // nodes)
     names = list(dict.fromkeys(name for _, name in measured))
     print(f"# {len(args.runs)} run(s), {ranks} ranks on {nodes} node(s); model: "
           f"{args.model or args.preset}; times in µs, medians over runs; "
@@ -85,6 +81,11 @@ def main() -> None:
     off, size, name = max(worst)
     print(f"# within {args.within:.0%}: {hits} of {total} rows; worst {name} at {size} B "
           f"({off:+.0%} off)")
+    pairs = [times[:2] for (size, _), times in measured.items()
+             if size >= args.min_bytes and len(times) > 1]
+    if pairs:  # the runs against each other: how much of the miss is the measurement's
+        agree = sum(abs(first / second - 1) <= args.within for first, second in pairs)
+        print(f"# the first two runs agree within {args.within:.0%} on {agree} of {len(pairs)} rows")
 
 
 if __name__ == "__main__":

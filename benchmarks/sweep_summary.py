@@ -12,16 +12,25 @@ from __future__ import annotations
 import statistics
 import sys
 from collections import defaultdict
+from typing import NamedTuple
 
 
-def read(path: str) -> dict[tuple[int, str], tuple[float, str, float]]:
-    """(size, algorithm) -> (ratio, what ran, native µs) from one bench table."""
+class Row(NamedTuple):
+    ratio: float      # median of mpicoll time / native time
+    ran: str          # what auto (or the algorithm asked for) ran
+    native_us: float
+    time_us: float    # mpicoll's
+
+
+def read(path: str) -> dict[tuple[int, str], Row]:
+    """(size, algorithm) -> its row of one bench table (stdout), plain calls only."""
     rows = {}
     with open(path) as f:
         for line in f:
             cells = line.split()
             if len(cells) >= 14 and cells[0].isdigit() and cells[6] == "-":
-                rows[(int(cells[0]), cells[4])] = (float(cells[11]), cells[5], float(cells[10]))
+                rows[(int(cells[0]), cells[4])] = Row(float(cells[11]), cells[5],
+                                                      float(cells[10]), float(cells[7]))
     return rows
 
 
@@ -31,7 +40,7 @@ def main(paths: list[str]) -> None:
     ran: dict[tuple[int, str], set[str]] = defaultdict(set)
     native: dict[int, list[float]] = defaultdict(list)
     for rows in runs:
-        for (size, name), (ratio, what, native_us) in rows.items():
+        for (size, name), (ratio, what, native_us, _) in rows.items():
             ratios[(size, name)].append(ratio)
             ran[(size, name)].add(what)
             if name == "auto":

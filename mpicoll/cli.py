@@ -63,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
                     "each layer's gradient goes to a BucketManager as the backward pass makes "
                     "it ready. Reports the loss, train and test accuracy, compute and exposed "
                     "communication per step, and checks that the replicas end bitwise equal.")
-    train.add_argument("--dataset", choices=("digits", "synthetic"), default="digits",
+    from .demo import DATASETS  # light: `python -m mpicoll` imported the package already
+    from .overlap import POLICIES
+
+    train.add_argument("--dataset", choices=DATASETS, default="digits",
                        help="scikit-learn's handwritten digits (pip install mpicoll[demo]) or a "
                             "synthetic task (default %(default)s)")
     train.add_argument("--layers", type=int, default=4,
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--bucket-layers", type=int, default=0,
                        help="layers per bucket; 0: one bucket for the whole model "
                             "(default %(default)s)")
-    train.add_argument("--policy", choices=("test", "thread", "mpi", "none"), default="test",
+    train.add_argument("--policy", choices=POLICIES, default="test",
                        help="who progresses the buckets; none: compute, then communicate "
                             "(default %(default)s)")
     train.add_argument("--seed", type=int, default=0, help="initial weights and shuffling")
@@ -166,6 +169,7 @@ def _tune(args: argparse.Namespace) -> int:
     comm = MPI.COMM_WORLD
     nodes = context.of(comm).layout.nodes
     alpha, beta = tune.measure_links(comm, nodes)
+    cache_bytes = tune.cache_size()
     # one rank measures the reduction: ranks sharing cores would slow each other's
     gamma = comm.bcast(tune.measure_gamma() if comm.Get_rank() == 0 else None, root=0)
     settings = bench.Settings(sizes=bench.size_range(args.sizes, args.factor),
@@ -181,10 +185,10 @@ def _tune(args: argparse.Namespace) -> int:
         speeds = ", ".join(f"{k} {1e-9 / v:.2f} GB/s" for k, v in beta.items() if v)
         print(f"# links: alpha {', '.join(f'{k} {v * 1e6:.2f} us' for k, v in alpha.items())}; "
               f"beta {speeds}; reduction {1e-9 / gamma:.2f} GB/s; "
-              f"{tune.cache_size() >> 20} MiB of cache", flush=True)
+              f"{cache_bytes >> 20} MiB of cache", flush=True)
         model = tune.fit(rows, nodes, alpha, beta, gamma, f"{args.model} ({library})",
                          emit=lambda line: print(line, flush=True),
-                         cache_bytes=tune.cache_size())
+                         cache_bytes=cache_bytes)
         tune.save(args.model, model, comm.Get_size(), len(nodes), library)
         print(f"# wrote {args.model}; use it with {tune.TUNING_ENV}={args.model}", flush=True)
     return 0
@@ -277,7 +281,7 @@ def _capabilities(a: Algorithm) -> str:
 def _simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from . import bench, costmodel, plot, tune
+    from . import bench, costmodel, plot, topology, tune
     from .algorithm import get
 
     if args.ranks < 1 or args.ranks_per_node < 1:
@@ -288,8 +292,7 @@ def _simulate(args: argparse.Namespace) -> int:
         model = costmodel.PRESETS[args.preset]
     else:
         raise ValueError(f"unknown preset {args.preset!r}; choose one of {list(costmodel.PRESETS)}")
-    k = args.ranks_per_node
-    nodes = tuple(tuple(range(lo, min(lo + k, args.ranks))) for lo in range(0, args.ranks, k))
+    nodes = topology.blocks(args.ranks, args.ranks_per_node)
     names = [a for a in args.algorithms.split(",") if a]
     for name in names:
         if get(name).one_node and len(nodes) > 1:
@@ -297,7 +300,7 @@ def _simulate(args: argparse.Namespace) -> int:
     dtype = np.dtype(args.dtype)
     busbw = 2 * (args.ranks - 1) / args.ranks if args.ranks > 1 else 1.0
     rows = []
-    print(f"# mpicoll simulate: {args.ranks} ranks on {len(nodes)} node(s) of up to {k}; "
+    print(f"# mpicoll simulate: {args.ranks} ranks on {len(nodes)} node(s) of up to {args.ranks_per_node}; "
           f"model: {model.source}")
     print(f"# {dtype.name} sum, predicted; native = the better of MPI's rd and rabenseifner "
           "with native's overhead; ran = events (every rank on clocks) or lockstep (exact "

@@ -199,7 +199,7 @@ def train(s: Settings, comm: MPI.Intracomm,
 def _blas_threads(comm: MPI.Intracomm) -> Iterator[int | None]:
     """Give each rank its share of the node's cores for BLAS, as torchrun does, unless the
     environment already says: ranks whose BLAS pools each take every core spin against each
-    other (3 ranks on 2 cores ran 9x slower). Yields the limit, None where none was set."""
+    other, far slower. Yields the limit, None where none was set."""
     try:
         from threadpoolctl import threadpool_limits  # comes with scikit-learn
     except ImportError:

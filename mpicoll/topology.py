@@ -6,9 +6,15 @@ from mpi4py import MPI
 
 from . import _env
 
-__all__ = ["node_groups", "RANKS_PER_NODE_ENV"]
+__all__ = ["blocks", "node_groups", "RANKS_PER_NODE_ENV"]
 
 RANKS_PER_NODE_ENV = "MPICOLL_RANKS_PER_NODE"
+
+
+def blocks(size: int, per_node: int) -> tuple[tuple[int, ...], ...]:
+    """``size`` ranks placed ``per_node`` at a time on consecutive nodes, as ``mpiexec`` places
+    them by default (the last node takes what is left)."""
+    return tuple(tuple(range(lo, min(lo + per_node, size))) for lo in range(0, size, per_node))
 
 
 def node_groups(comm: MPI.Comm) -> tuple[tuple[int, ...], ...]:
@@ -20,7 +26,7 @@ def node_groups(comm: MPI.Comm) -> tuple[tuple[int, ...], ...]:
     size = comm.Get_size()
     k = _env.positive_int(RANKS_PER_NODE_ENV)
     if k:
-        return tuple(tuple(range(lo, min(lo + k, size))) for lo in range(0, size, k))
+        return blocks(size, k)
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         leader = local.bcast(comm.Get_rank(), root=0)

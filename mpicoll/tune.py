@@ -22,8 +22,8 @@ from mpi4py import MPI
 from . import _env
 from .costmodel import BUILTIN, Model, components, fit_algorithm, predict
 
-__all__ = ["candidates", "measure_links", "measure_gamma", "cache_size", "fit", "save", "load", "model_in_force",
-           "TUNING_ENV"]
+__all__ = ["candidates", "measure_links", "measure_gamma", "cache_size", "fit", "save", "load",
+           "model_in_force", "TUNING_ENV"]
 
 TUNING_ENV = _env.TUNING_ENV
 FORMAT = 2

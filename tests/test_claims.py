@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from mpicoll.algorithm import Layout, build_schedule, get
+from mpicoll.topology import blocks
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,7 +53,7 @@ TREE = {
 
 
 def nodes_of(size):
-    return claims.layout(size, 1)
+    return blocks(size, 1)
 
 
 def figures(label, size, every_rank=False):
