@@ -67,8 +67,10 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
             result = fastpath.retry(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
             return result
-    request, shortcut = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
+    request, shortcut, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
     result = request.wait()
+    if p.carried:
+        _checked_now(p)  # its barrier had the verdict (or it had none: now)
     if shortcut is not None:
         fastpath.keep(shortcut)
     return result
@@ -126,10 +128,13 @@ class _Prepared(NamedTuple):
     call: Call
     checking: check.Channel | None  # the fingerprint check in flight there
     new_kind: bool                # the first call of its kind here: remembered once checked
+    carried: bool                 # the check is the first barrier's (Call.fingerprint)
 
 
 def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
-             record: bool = True) -> _Prepared:
+             record: bool = True, blocking: bool = False) -> _Prepared:
+    """``blocking``: a blocking call, which lets a one-node algorithm's first barrier carry its
+    fingerprint check (a nonblocking one's would post it in an order other calls could pass)."""
     send, recv, op_, asked, comm_, codec_ = _checked(sendbuf, recvbuf, op, algorithm, comm, codec)
     ctx = context.of(comm_)
     path = transport.choose(send)
@@ -143,7 +148,9 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
             spec if inner is None else f"{spec}({_params(inner)})")
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
     bits = check.tag_bits(kind) if known is None else known
-    checking = ctx.checks.start(number, kind, bits) if known is None or check.every_call else None
+    carry = blocking and chosen.one_node and chosen.plan is not None
+    checking = ctx.checks.start(number, kind, bits, carried=carry, blocking=blocking) \
+        if known is None or check.every_call else None
     if known is None and checking is None:
         ctx.remember(kind, bits)  # one rank: nobody to disagree with
     recorder = timing.active() if record else None
@@ -154,9 +161,10 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     # Tags are taken now, in call order, identical on every rank: a later stage that took its
     # tag when it starts would race with the calls other ranks made meanwhile.
     call = Call(ctx, send.reshape(-1), recv.reshape(-1), op_, _options(send.dtype), inner,
-                feedback, record_, path, ctx.next_tags(chosen.tags, bits))
+                feedback, record_, path, ctx.next_tags(chosen.tags, bits),
+                checking)
     return _Prepared(send, recv, op_, chosen, ctx, path, codec_, spec, kind, number, bits, call,
-                     checking, known is None)
+                     checking, known is None, carry and checking is not None)
 
 
 def _checked_now(p: _Prepared) -> None:
@@ -168,21 +176,23 @@ def _checked_now(p: _Prepared) -> None:
 
 
 def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
-           blocking: bool = False) -> tuple[Request, fastpath.Shortcut | None]:
-    """Start the call; for a ``blocking`` one, also a shortcut for calls like it, if any."""
-    p = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec)
+           blocking: bool = False) -> tuple[Request, fastpath.Shortcut | None, _Prepared]:
+    """Start the call; for a ``blocking`` one, also a shortcut for calls like it, if any. A check
+    the call's barrier carries (``carried``) has its verdict when the request completes."""
+    p = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=blocking)
     request = Request(p.recv, p.chosen.name, p.spec, p.path.name, p.call.record, p.kind,
                       p.number, p.ctx)
     try:
         request.run(p.chosen.start(p.call))  # plans, binds the buffers; posts nothing yet
     finally:
-        _checked_now(p)  # every rank started the check: every rank completes it
+        if not p.carried:  # (a carried one is this rank's barrier: not passed if it failed)
+            _checked_now(p)  # every rank started the check: every rank completes it
     inflight.add(request)  # and post its first round now
     shortcut = None
     if blocking and p.codec is None and p.call.record is None and p.path.name == "host":
         shortcut = fastpath.Shortcut.make((op, algorithm, comm), sendbuf, p.recv, p.ctx, p.bits,
                                           p.op, p.chosen, _plain_plan(p))
-    return request, shortcut
+    return request, shortcut, p
 
 
 def _plain_plan(p: _Prepared) -> context.CachedPlan | None:

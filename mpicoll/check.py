@@ -5,7 +5,9 @@ algorithm that will run and the codec with its parameters. Ranks compare the seq
 and a 32-bit hash of the rest in one small native allreduce (MIN over the values and their
 negations: equal everywhere iff min == max, as MPICH's ``MPIX_EQUAL`` does; a persistent
 request, started when the call is numbered, so that its latency hides behind preparing the call,
-which ends before anything is sent), and on a
+which ends before anything is sent; in a blocking call of a one-node algorithm, ``shm``, whose
+ranks read each other's data only after a first node barrier, it is posted as that barrier and
+replaces it), and on a
 difference **every** rank raises :class:`MismatchError` naming the fields that differ and the
 ranks (an allgather of the fingerprints, on the error path only; PyTorch's
 ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` does the same).
@@ -36,7 +38,7 @@ __all__ = ["MismatchError", "CHECK_ENV", "every_call", "Channel", "refresh",
            "tag_bits", "say"]
 
 CHECK_ENV = "MPICOLL_CHECK"
-FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec")
+FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec", "blocking")
 
 
 class MismatchError(ValueError):
@@ -65,14 +67,14 @@ def refresh() -> None:
 
 def tag_bits(kind: tuple) -> int:
     """A stable hash of a fingerprint ``(count, dtype, op, algorithm, codec)``, for message tags
-    and the check (the same on every rank and run)."""
-    count, dtype, op, algorithm, codec = kind
-    return zlib.crc32(f"{count}|{_code(dtype)}|{op}|{algorithm}|{codec}".encode())
+    and the check (the same on every rank and run). On a first call's path: the count is the
+    field that changes most, so the rest is hashed once."""
+    return zlib.crc32(kind[0].to_bytes(8, "little", signed=True), _rest_bits(*kind[1:]))
 
 
-@functools.lru_cache(maxsize=None)
-def _code(dtype: np.dtype) -> str:
-    return dtype.str  # computed anew by NumPy on each access (~1 µs), on a first call's path
+@functools.lru_cache(maxsize=1024)
+def _rest_bits(dtype: np.dtype, op: str, algorithm: str, codec: str) -> int:
+    return zlib.crc32(f"{dtype.str}|{op}|{algorithm}|{codec}".encode())
 
 
 class Channel:
@@ -83,7 +85,8 @@ class Channel:
     the communicator's context. It holds one check at a time (a call finishes its check before
     it returns): every cycle saved here is a first call's."""
 
-    __slots__ = ("comm", "spins", "_values", "_persistent", "_request", "_call", "_kind")
+    __slots__ = ("comm", "spins", "_values", "_persistent", "_request", "_call", "_kind",
+                 "_blocking", "pending", "carried")
 
     def __init__(self, comm: MPI.Intracomm, spins: range):
         self.comm, self.spins = comm.Dup(), spins
@@ -96,37 +99,62 @@ class Channel:
             except NotImplementedError:  # an MPI older than 4: an Iallreduce per check
                 pass
         self._request: MPI.Request | None = None
-        self._call, self._kind = 0, ()
+        self._call, self._kind, self._blocking = 0, (), False
+        self.pending = False  # started, no verdict yet
+        self.carried = False  # the check started last is to be posted as a barrier
 
-    def start(self, call: int, kind: tuple, bits: int) -> Channel | None:
+    def start(self, call: int, kind: tuple, bits: int, *, carried: bool = False,
+              blocking: bool = False) -> Channel | None:
         """Start comparing, across the ranks, the ``kind`` (whose :func:`tag_bits` are ``bits``)
         of their ``call``-th collective; returns the channel, which :meth:`finish` es it, or None
         on one rank. Collective: every rank starts it for the same call. The caller finishes it
         (MismatchError on every rank if they differ) before the call moves any data, and
-        meanwhile prepares the call, which hides the check's latency."""
+        meanwhile prepares the call, which hides the check's latency.
+
+        ``carried``: posted later, by :meth:`post`, as the first node barrier of the call (a
+        blocking call of a one-node algorithm, whose ranks read each other's data only after
+        that barrier): then it costs no more than the barrier it replaces. That it is carried
+        is compared too: a rank whose check is its barrier must not meet one whose is not.
+        ``blocking`` only explains a mismatch."""
         if self._persistent is None and self.comm.Get_size() == 1:
             return None
+        bits |= carried << 32
         _PACK(self._values, 0, call, bits, -call, -bits)
-        self._call, self._kind = call, kind
+        self._call, self._kind, self._blocking, self.pending = call, kind, blocking, True
+        self.carried = carried
+        if not carried:
+            self.post()
+        return self
+
+    def post(self) -> MPI.Request:
+        """Post the check :meth:`start` ed last (where it was ``carried``, as a barrier)."""
         if self._persistent is None:
             self._request = self.comm.Iallreduce(MPI.IN_PLACE, [self._values, MPI.INT64_T],
                                                  op=MPI.MIN)
         else:
             self._request = self._persistent
             self._request.Start()
-        return self
+        return self._request
 
     def finish(self) -> None:
-        """Wait for the check started last; MismatchError on every rank if the ranks differ."""
-        request, self._request = self._request, None
-        assert request is not None, "no check in flight"
-        with watchdog.Blocked(self._blocked_in):
-            complete(request, self.spins)
+        """Wait for the check started last (posting it if it is not yet; nothing if it has its
+        verdict already); MismatchError on every rank if the ranks differ."""
+        if not self.pending:
+            return
+        request = self._request if self._request is not None else self.post()
+        if not request.Test():
+            with watchdog.Blocked(self._blocked_in):
+                complete(request, self.spins)
+        self.verdict()
+
+    def verdict(self) -> None:
+        """After the posted check completed: MismatchError on every rank if the ranks differ."""
+        self._request, self.pending = None, False
         call, bits, minus_call, minus_bits = _UNPACK(self._values)
         if call == -minus_call and bits == -minus_bits:  # min == max: the same everywhere
             return
         # everyone knows it differs: say how, everywhere
-        every = self.comm.allgather((self._call, *self._kind))
+        every = self.comm.allgather((self._call, *self._kind, self._blocking))
         raise MismatchError(_explain(every))
 
     def _blocked_in(self) -> str:

@@ -179,6 +179,10 @@ class Context:
             self._node_window = NodeWindow(self.comm, node)
         return self._node_window
 
+    def node_window_ready(self, nbytes: int) -> bool:
+        """Whether the node window exists with ``nbytes``: else using it is collective."""
+        return self._node_window is not None and self._node_window.memory.size >= nbytes
+
     def free(self) -> None:
         _LIVE.discard(self)
         if not MPI.Is_finalized():

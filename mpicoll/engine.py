@@ -163,7 +163,7 @@ class Execution:
 
     def __init__(self, schedule: Schedule, op: Op, comm: MPI.Comm, tag: int, bufs: Buffers,
                  codec: Codec | None = None, record: Record | None = None,
-                 link: Binding | None = None):
+                 link: Binding | None = None, fingerprint: check.Channel | None = None):
         self.schedule = schedule
         self._op = op
         self._comm = comm
@@ -186,6 +186,11 @@ class Execution:
         # (start order: the engine advances a collective as it starts it).
         self._window = bufs.window if schedule.node_count else None
         self._queued = False
+        # The call's fingerprint check: the first barrier carries it if it was started to be
+        # carried, that barrier is the whole communicator's and nothing was sent before it;
+        # else it completes before the first round that reaches other ranks.
+        self._check = fingerprint
+        self._carrying: check.Channel | None = None  # the check posted as the round in flight's barrier
         if not schedule.rounds:
             self._finished()
 
@@ -213,7 +218,10 @@ class Execution:
                 self._start(self.schedule.rounds[self._next])
             if self._pending:
                 try:
-                    if self._statuses is None:
+                    if self._carrying is not None:  # the check's persistent allreduce, alone:
+                        if not self._pending[0].Test():  # MPICH 5.0.2's Testall fails on it
+                            return False
+                    elif self._statuses is None:
                         if not MPI.Request.Testall(self._pending):
                             return False
                     elif MPI.Request.Testall(self._pending, self._statuses):
@@ -281,13 +289,17 @@ class Execution:
 
     def _start(self, rnd: Round) -> None:
         comm, tag = self._comm, self._tag
+        if self._check is not None and (rnd.transfers or rnd.sync):
+            self._post_check(rnd)
         raw: Callable[[Region], Array] = self._bufs.raw
         if self._link is not None and rnd.transfers:
             raw = self._link.post(self._next)
         # Receives first: a message that finds its receive posted skips the unexpected queue.
         reqs = [comm.Irecv(raw(t.region), t.peer, tag) for t in rnd.transfers if not isinstance(t, Send)]
         reqs += [comm.Isend(raw(t.region), t.peer, tag) for t in rnd.transfers if isinstance(t, Send)]
-        if rnd.sync:
+        if self._carrying is not None:
+            reqs.append(self._carrying.post())
+        elif rnd.sync:
             reqs.append(self._bufs.window.ibarrier())  # type: ignore[union-attr]
         if self._statuses is not None:
             self._early = None
@@ -296,9 +308,36 @@ class Execution:
         self._pending = reqs
         self._next += 1
 
+    def _post_check(self, rnd: Round) -> None:
+        """The first round that reaches other ranks: its barrier carries the fingerprint check,
+        or, if it sends or is not every rank's barrier, the check completes before it."""
+        fingerprint, self._check = self._check, None
+        assert fingerprint is not None
+        if not fingerprint.pending:
+            return
+        if fingerprint.carried and rnd.sync and not rnd.transfers \
+                and len(self.schedule.node) == self._comm.Get_size():
+            self._bufs.window.fence()  # type: ignore[union-attr]  # as ibarrier does
+            self._carrying = fingerprint
+            return
+        self._agreed(fingerprint.finish)
+
+    def _agreed(self, verdict: Callable[[], None]) -> None:
+        """Have the check's ``verdict``; on a MismatchError this execution stops here (and
+        leaves the window to the next collective)."""
+        try:
+            verdict()
+        except MismatchError:
+            if self._window is not None:
+                self._window.leave(self)
+            raise
+
     def _finish(self, rnd: Round) -> None:
         self._pending = None
         self.progressed = time.monotonic()
+        if self._carrying is not None:  # the barrier passed: and the ranks agree?
+            carrying, self._carrying = self._carrying, None
+            self._agreed(carrying.verdict)
         if rnd.sync:
             self._bufs.window.fence()  # type: ignore[union-attr]
         if self._link is None:

@@ -48,7 +48,9 @@ def test_polling_with_test_then_exit(nprocs, algorithm):
 
 
 MISMATCHES = ["count", "dtype", "algorithm", "codec-int8-fp16", "codec-int8-none",
-              "codec-none-int8", "codec-int8-topk"]
+              "codec-none-int8", "codec-int8-topk",
+              # in shared memory, where the first barrier of a blocking call carries the check
+              "count-shm", "algorithm-shm", "blocking-shm"]
 
 
 @pytest.mark.parametrize("case", MISMATCHES)
@@ -63,10 +65,11 @@ def test_mismatched_arguments_raise_on_every_rank(case):
     assert f"  {field}: " in out, out
 
 
-def test_a_mismatch_after_agreed_calls_is_caught_with_check_on_every_call():
+@pytest.mark.parametrize("case", ["count", "count-shm"])
+def test_a_mismatch_after_agreed_calls_is_caught_with_check_on_every_call(case):
     """The same kind agreed first, then one rank changes count: only MPICOLL_CHECK=1 compares
     that call, and then every rank raises."""
-    code, out = launch(3, str(PROGRAMS / "mismatch.py"), "count", "--after",
+    code, out = launch(3, str(PROGRAMS / "mismatch.py"), case, "--after",
                        env={"MPICOLL_CHECK": "1"}, timeout=30)
     assert code == 0 and out.count("raised MismatchError") == 3, out
 

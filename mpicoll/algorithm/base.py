@@ -20,6 +20,7 @@ from ..engine import Buffers, Execution, Stage
 from ..schedule import Builder, BufferName, Copy, Reduce, Region, Scale, Schedule, Zero
 
 if TYPE_CHECKING:
+    from ..check import Channel
     from ..codecs import Codec, ErrorFeedback
     from ..context import Context
     from ..ops import Op
@@ -81,7 +82,10 @@ class Call:
     """One collective's checked arguments, handed to an algorithm's ``run``.
 
     ``send`` and ``recv`` are flat; ``codec`` is the codec that encodes (None without one) and
-    ``feedback`` the ErrorFeedback wrapping it, if any; ``tags`` were taken in call order.
+    ``feedback`` the ErrorFeedback wrapping it, if any; ``tags`` were taken in call order;
+    ``fingerprint`` is the call's fingerprint check, if it has one: it completes before anything
+    moves or any collective setup (a node window) runs, or, ``carried``, is the first execution's
+    first barrier (see :class:`mpicoll.engine.Execution`).
     """
 
     ctx: Context
@@ -94,6 +98,7 @@ class Call:
     record: Record | None
     path: Transport
     tags: tuple[int, ...]
+    fingerprint: Channel | None = None
 
 
 RunFn = Callable[["Algorithm", Call], Iterator[Union[Stage, Ran]]]
@@ -199,11 +204,17 @@ def run_planned(algorithm: Algorithm, call: Call, tag_index: int = 0) -> Iterato
     scratch = plan.take_scratch(send.dtype, array_module(send))
     residual = None if feedback is None else feedback.owed(send)
     schedule = plan.schedule
-    window = ctx.node_window(schedule.node) if schedule.node_count else None
-    node = None if window is None else window.view(send.dtype, schedule.node_count)
+    check = call.fingerprint if tag_index == 0 else None
+    window = node = None
+    if schedule.node_count:
+        nbytes = schedule.node_count * send.dtype.itemsize
+        if check is not None and not ctx.node_window_ready(nbytes):
+            check.finish()  # creating or growing the window is collective: agree first
+        window = ctx.node_window(schedule.node)
+        node = window.view(send.dtype, schedule.node_count)
     bufs = Buffers(send, call.recv, *scratch, residual=residual, feedback=feedback, node=node,
                    window=window)
     link = call.path.bind(schedule, bufs, plan)
     yield Execution(schedule, call.op, ctx.comm, call.tags[tag_index], bufs, codec,
-                    call.record, link)
+                    call.record, link, check if check is not None and check.carried else None)
     plan.give_back(scratch)  # not on abandonment: MPI might still write into it

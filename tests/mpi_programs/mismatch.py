@@ -1,7 +1,8 @@
 """Ranks disagree on one argument of an allreduce; every rank must raise MismatchError.
 
 Run under plain ``python`` (not ``-m mpi4py``): a rank that raised while the others wait would
-hang the job. ``python mismatch.py CASE [--after] [--blind-tags]``: with ``--after`` the
+hang the job. ``python mismatch.py CASE[-shm] [--after] [--blind-tags]`` (``-shm``: in shared
+memory, where a blocking call's first barrier carries the check): with ``--after`` the
 mismatched call comes after an agreed one of the same kind on every rank, so only
 MPICOLL_CHECK=1 catches it; ``--blind-tags`` skips every check and keeps the fingerprint out of
 the tags (as a hash collision would), so mismatched messages meet.
@@ -20,12 +21,18 @@ case = sys.argv[1]
 odd = rank == comm.Get_size() - 1  # the last rank disagrees
 
 args = {"count": 1000, "dtype": "f4", "algorithm": "ring", "codec": None}
+blocking = True
+if case.endswith("-shm"):  # shared memory: the check is the first barrier of blocking calls
+    args["algorithm"], case = "shm", case[:-len("-shm")]
 if case == "count":
     mine = dict(args, count=1001 if odd else 1000)
 elif case == "dtype":
     mine = dict(args, dtype="f8" if odd else "f4")
 elif case == "algorithm":
-    mine = dict(args, algorithm="tree" if odd else "ring")
+    mine = dict(args, algorithm=("tree" if args["algorithm"] == "ring" else "ring") if odd
+                else args["algorithm"])
+elif case == "blocking":  # the last rank starts it nonblocking (erroneous in MPI too)
+    mine, blocking = args, not odd
 elif case.startswith("codec-"):  # codec-int8-fp16: the last rank uses the second
     first, second = case.split("-")[1:]
     args["codec"] = None if first == "none" else first
@@ -43,7 +50,10 @@ if "--after" in sys.argv:  # the agreed kind first, so the mismatched call is no
                       codec=args["codec"])
 x = np.ones(mine["count"], mine["dtype"])
 try:
-    y = mpicoll.allreduce(x, algorithm=mine["algorithm"], codec=mine["codec"])
+    if blocking:
+        y = mpicoll.allreduce(x, algorithm=mine["algorithm"], codec=mine["codec"])
+    else:
+        y = mpicoll.iallreduce(x, algorithm=mine["algorithm"], codec=mine["codec"]).wait()
 except mpicoll.MismatchError as error:
     print(f"rank {rank} raised MismatchError: {error}", flush=True)
 else:
