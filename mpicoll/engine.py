@@ -313,8 +313,6 @@ class Execution:
         or, if it sends or is not every rank's barrier, the check completes before it."""
         fingerprint, self._check = self._check, None
         assert fingerprint is not None
-        if not fingerprint.pending:
-            return
         if fingerprint.carried and rnd.sync and not rnd.transfers \
                 and len(self.schedule.node) == self._comm.Get_size():
             self._bufs.window.fence()  # type: ignore[union-attr]  # as ibarrier does

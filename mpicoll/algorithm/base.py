@@ -216,5 +216,5 @@ def run_planned(algorithm: Algorithm, call: Call, tag_index: int = 0) -> Iterato
                    window=window)
     link = call.path.bind(schedule, bufs, plan)
     yield Execution(schedule, call.op, ctx.comm, call.tags[tag_index], bufs, codec,
-                    call.record, link, check if check is not None and check.carried else None)
+                    call.record, link, check if check is not None and check.pending else None)
     plan.give_back(scratch)  # not on abandonment: MPI might still write into it
