@@ -33,6 +33,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import check, context, fastpath
+from mpicoll.bench import library
 
 METHODS = ("native", "fast", "full", "miss", "all", "new", "new+chk")
 
@@ -45,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     if comm.Get_rank() == 0:
-        print(f"# {comm.Get_size()} ranks, {MPI.Get_library_version().splitlines()[0].strip()}; "
+        print(f"# {comm.Get_size()} ranks, {library()}; "
               f"float32 sum, algorithm {args.algorithm}; medians of {args.reps} interleaved "
               "repetitions")
         print(f"{'size(B)':>10}" + "".join(f"{m + '(us)':>11}" for m in METHODS)

@@ -30,6 +30,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import context, fastpath
+from mpicoll.bench import library
 
 
 def main() -> None:
@@ -121,7 +122,7 @@ def main() -> None:
         late.append(time.perf_counter() - t0)
     early = comm.gather(float(np.median(late)), root=0)
     if comm.Get_rank() == 0:
-        print(f"# {comm.Get_size()} ranks, {MPI.Get_library_version().splitlines()[0].strip()}; "
+        print(f"# {comm.Get_size()} ranks, {library()}; "
               f"{x.nbytes} B float32 sum through the full path; medians of {args.reps}")
         print("  ".join(f"{name}: {np.median(s) * 1e6:.1f} us ({np.median(s / samples['full']):.3f})"
                         for name, s in samples.items())

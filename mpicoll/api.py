@@ -48,7 +48,8 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
             memory (``mpicoll.transport``); the result stays on the device.
         recvbuf: array of the same shape, dtype and kind (host or device) for the result
             (allocated when None); ``recvbuf is sendbuf`` reduces in place.
-        op: "sum", "prod", "min", "max", "avg" or the matching ``mpi4py.MPI.Op``.
+        op: "sum", "prod", "min", "max", "avg" or the matching ``mpi4py.MPI.Op``; or a
+            commutative user-defined ``MPI.Op`` (host arrays; applied by ``MPI_Reduce_local``).
         algorithm: one of ``algorithms()``; "auto" picks by size and node layout (the
             ``MPICOLL_ALGORITHM`` environment variable overrides "auto"; "native" is the MPI
             library's own).
@@ -293,6 +294,8 @@ def _checked(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     send = _array("sendbuf", sendbuf, xp)
     op = ops.resolve(op)
     ops.check_dtype(send.dtype, op)
+    if xp is not np and op.name == "user":
+        raise TypeError("a user-defined MPI.Op reduces host arrays only (MPI_Reduce_local)")
     if recvbuf is None:
         recv = xp.empty_like(send)
     else:

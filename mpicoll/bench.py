@@ -250,8 +250,13 @@ COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "codec", "ti
 WIDTHS = (12, 11, 9, 6, 10, 17, 10, 11, 12, 12, 11, 7, 7, 9)
 
 
+def library() -> str:
+    """The MPI library in one line, for the header of a table (Open MPI's ends in a NUL)."""
+    return MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0]
+
+
 def header(settings: Settings, comm: MPI.Intracomm, nodes: int) -> str:
-    lib = MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0]
+    lib = library()
     return "\n".join([
         f"# mpicoll bench: {comm.Get_size()} ranks on {nodes} node(s); {lib}",
         f"# {settings.dtype} {settings.op}; {settings.iters} interleaved repetitions after "

@@ -245,7 +245,7 @@ def _info(args: argparse.Namespace) -> int:
     levels = ["single", "funneled", "serialized", "multiple"]
     lines = [
         f"mpicoll {__version__} (mpi4py {mpi4py.__version__}, numpy {np.__version__})",
-        f"MPI library: {MPI.Get_library_version().rstrip(chr(0)).strip().splitlines()[0]}",
+        f"MPI library: {bench.library()}",
         f"MPI standard: {'%d.%d' % MPI.Get_version()}; thread level: "
         f"{levels[MPI.Query_thread()]}",
         f"CUDA-aware MPI: {'yes' if cuda.aware else 'no'} ({cuda.source})",

@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 from mpi4py import MPI
 
-from ._array import Array
+from ._array import Array, address
 
 __all__ = ["Op", "resolve", "check_dtype"]
 
@@ -44,7 +44,9 @@ _OPS = {
 
 
 def resolve(op: str | MPI.Op | Op) -> Op:
-    """Return the Op for a name ("sum", "prod", "min", "max", "avg") or a predefined MPI.Op.
+    """Return the Op for a name ("sum", "prod", "min", "max", "avg"), a predefined MPI.Op or a
+    commutative user-defined one (``MPI.Op.Create(fn, commute=True)``, applied on host arrays
+    by ``MPI_Reduce_local``).
 
     MPI has no average: MPI.SUM always means "sum".
     """
@@ -59,14 +61,45 @@ def resolve(op: str | MPI.Op | Op) -> Op:
         for known in _OPS.values():
             if op == known.mpi and not known.average:
                 return known
-        raise ValueError(f"unsupported MPI.Op {op!r}; supported: MPI.SUM, MPI.PROD, MPI.MIN, MPI.MAX")
+        if not op.is_predefined and op != MPI.OP_NULL:
+            return _user(op)
+        raise ValueError(f"unsupported MPI.Op {op!r}; supported: MPI.SUM, MPI.PROD, MPI.MIN, "
+                         "MPI.MAX and commutative user-defined ops")
     raise TypeError(f"op must be a name or an mpi4py.MPI.Op, not {type(op).__name__}")
 
 
+def _user(op: MPI.Op) -> Op:
+    """A user-defined MPI.Op as an Op: its kernel is ``MPI_Reduce_local`` (``inout = in op
+    inout``), so ``out = left op right`` needs ``out`` to hold ``right`` first, or, since the
+    op commutes, to be ``left``. Non-commutative ones are refused: the algorithms reorder."""
+    if not op.Is_commutative():
+        raise ValueError("a non-commutative user-defined MPI.Op: mpicoll's algorithms reorder "
+                         "operands; run it with MPI's own Allreduce")
+
+    def user(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> np.ndarray:
+        if address(out) == address(right):
+            op.Reduce_local(left, out)
+        elif address(out) == address(left):
+            op.Reduce_local(right, out)  # right op left: the same, it commutes
+        else:
+            np.copyto(out, right)
+            op.Reduce_local(left, out)
+        return out
+
+    return Op("user", op, user)
+
+
 def check_dtype(dtype: np.dtype, op: Op) -> None:
-    """Raise TypeError unless `op` can reduce elements of `dtype` (integer, float or complex)."""
+    """Raise TypeError unless `op` can reduce elements of `dtype` (integer, float or complex;
+    for a user-defined op, one MPI has a datatype for)."""
     if dtype.kind not in "iufc" or dtype.fields is not None:
         raise TypeError(f"cannot reduce dtype {dtype}: only integer, floating and complex dtypes")
+    if op.name == "user":
+        try:
+            MPI.Datatype.fromcode(dtype.char)
+        except (KeyError, ValueError, TypeError):
+            raise TypeError(f"a user-defined MPI.Op needs an MPI datatype: {dtype} has none "
+                            "in this MPI") from None
     if dtype.kind == "c" and op.orders_values:
         raise TypeError(f"op {op.name!r} is undefined for complex dtype {dtype}")
     if op.average and dtype.kind not in "fc":

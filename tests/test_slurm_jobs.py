@@ -75,6 +75,23 @@ def sbatch(slurm, submit_dir, *args):
     return proc.returncode, job_id, log
 
 
+@pytest.mark.parametrize("example", ["cg_poisson.py --n 64", "monte_carlo.py --bins 128 --steps 3"])
+def test_sbatch_runs_the_mpi4py_examples_native_and_through_mpicoll(slurm, tmp_path, example):
+    """docs/porting.md's examples under srun: both runs give the same answer (else exit 1)."""
+    script, *args = example.split()
+    wrap = (f'srun --kill-on-bad-exit=1 --mpi=pmi2 "$PYTHON" {REPO / "benchmarks" / script} '
+            + " ".join(args) + " --reps 1")
+    proc = subprocess.run(
+        ["sbatch", "--wait", "--ntasks=2", "--time=5", "--output=example-%j.out", "--wrap", wrap],
+        cwd=tmp_path, env=slurm.env(**job_env()), capture_output=True, text=True, timeout=TIMEOUT)
+    match = re.search(r"Submitted batch job (\d+)", proc.stdout)
+    assert match, f"sbatch did not submit: {proc.stdout}{proc.stderr}"
+    log = (tmp_path / f"example-{match.group(1)}.out").read_text()
+    assert proc.returncode == 0, log
+    assert ("same answer" if script == "cg_poisson.py" else "same bits") in log, log
+    assert "2 ranks" in log, log
+
+
 @pytest.mark.parametrize("command", ["bench", "tune", "train"])
 def test_sbatch_job_writes_hdf5(slurm, tmp_path, command):
     rc, job_id, log = sbatch(slurm, tmp_path, command, *SMALL[command])

@@ -126,6 +126,17 @@ def test_mixing_in_allreduce_is_refused_before_anything_is_sent(fake_cupy):
         mpicoll.allreduce([1.0, 2.0])
 
 
+def test_a_user_op_on_device_arrays_is_refused(fake_cupy):
+    """A user-defined MPI.Op runs through MPI_Reduce_local, which reads host memory."""
+    from mpi4py import MPI
+    op = MPI.Op.Create(lambda a, b, t: None, commute=True)
+    try:
+        with pytest.raises(TypeError, match="host arrays only"):
+            mpicoll.allreduce(device(fake_cupy, 4), op=op)
+    finally:
+        op.Free()
+
+
 @pytest.mark.parametrize("name", codecs.available())
 def test_mixing_in_codecs_is_refused(fake_cupy, name):
     codec, x = codecs.get(name), np.ones(300, "f4")

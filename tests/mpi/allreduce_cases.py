@@ -147,6 +147,7 @@ def test_auto_names_what_it_ran():
     assert set(ran) <= set(mpicoll.algorithms()) - {"auto"}
 
 
+_NONCOMMUTATIVE = MPI.Op.Create(lambda a, b, t: None, commute=False)
 BAD_INPUTS = [
     ("list", lambda x: dict(sendbuf=list(x)), TypeError),
     ("non-contiguous", lambda x: dict(sendbuf=x[::2]), ValueError),
@@ -157,6 +158,7 @@ BAD_INPUTS = [
     ("unknown algorithm", lambda x: dict(sendbuf=x, algorithm="butterfly"), ValueError),
     ("unknown op", lambda x: dict(sendbuf=x, op="xor"), ValueError),
     ("unsupported MPI.Op", lambda x: dict(sendbuf=x, op=MPI.BXOR), ValueError),
+    ("non-commutative user op", lambda x: dict(sendbuf=x, op=_NONCOMMUTATIVE), ValueError),
     ("complex max", lambda x: dict(sendbuf=x.astype("c16"), op="max"), TypeError),
     ("bool", lambda x: dict(sendbuf=x > 0, op="sum"), TypeError),
     ("object", lambda x: dict(sendbuf=x.astype(object)), TypeError),

@@ -1,0 +1,360 @@
+"""mpi4py's communicator with mpicoll's allreduce: one line changes an existing program over.
+
+    from mpi4py import MPI
+    import mpicoll
+    comm = mpicoll.Comm(MPI.COMM_WORLD)      # was: comm = MPI.COMM_WORLD
+
+:class:`Comm` is an ``MPI.Intracomm`` on the same handle (no duplicate unless ``dup=True``), so
+every method mpicoll does not implement is mpi4py's own. ``Allreduce``, ``Iallreduce``,
+``Allreduce_init`` and the lowercase ``allreduce`` take mpi4py's arguments and run
+:func:`mpicoll.allreduce` with the communicator's ``algorithm`` and ``codec``. What mpicoll
+cannot do runs mpi4py's call instead, decided from the arguments alone (so the same on every rank
+that passes the same kind of arguments), counted in :attr:`Comm.fallbacks` and recorded as
+algorithm ``mpi`` in the timing records, with the reason as its phase.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from . import api, context, ops, timing
+from .algorithm import registry
+from .persistent import PersistentRequest
+from .request import Request as _MpicollRequest
+
+__all__ = ["Comm", "Request", "Prequest"]
+
+_MPICOLL_OPS = (MPI.SUM, MPI.PROD, MPI.MIN, MPI.MAX)
+
+
+class _Fallback(Exception):
+    """mpicoll cannot run this call: mpi4py's runs it (the message says why)."""
+
+
+class Comm(MPI.Intracomm):
+    """An ``MPI.Intracomm`` whose allreduce calls run mpicoll's algorithms.
+
+    Args:
+        comm: the intra-communicator to wrap (``MPI.COMM_WORLD`` when None); the same handle.
+        algorithm: what ``mpicoll.allreduce`` runs ("auto" by default, which reads
+            ``MPICOLL_ALGORITHM``); each call may pass its own ``algorithm=``.
+        codec: compression for floating sums (None: ``MPICOLL_CODEC``, if set); per call too.
+        dup: wrap a duplicate of ``comm`` (freed with ``Free()``) instead of ``comm`` itself.
+
+    The settings are fixed when it is made (``comm.algorithm`` and ``comm.codec`` read them).
+    ``Dup``, ``Split``, ``Split_type``, ``Create``, ``Create_group`` and ``Idup`` return a
+    ``Comm`` with the same settings; topology and inter-communicators are mpi4py's own.
+    """
+
+    fallbacks: collections.Counter
+    _settings: dict  # mpicoll.allreduce's keywords for a call without extras
+    _scalar: np.ndarray
+
+    def __new__(cls, comm: MPI.Intracomm | None = None, *, algorithm: str = "auto",
+                codec: Any = None, dup: bool = False) -> Comm:
+        comm = MPI.COMM_WORLD if comm is None else comm
+        if not isinstance(comm, MPI.Intracomm):
+            raise TypeError(f"mpicoll.Comm wraps an intra-communicator, not "
+                            f"{type(comm).__name__}: an inter-communicator's Allreduce is MPI's")
+        if comm == MPI.COMM_NULL:
+            raise ValueError("mpicoll.Comm cannot wrap MPI.COMM_NULL")
+        self = super().__new__(cls, comm.Dup() if dup else comm)
+        if algorithm != registry.AUTO:
+            registry.get(algorithm)  # ValueError naming the choices
+        self.fallbacks = collections.Counter()  # reason -> calls mpi4py ran instead
+        # mpicoll runs on the same handle as a plain Intracomm, whose Dup and Allreduce_init
+        # (which mpicoll calls) are mpi4py's, not these
+        self._settings = {"algorithm": algorithm, "comm": MPI.Intracomm(self), "codec": codec}
+        self._scalar = np.empty(1)  # where the lowercase allreduce reduces a float
+        return self
+
+    def __init__(self, comm: MPI.Intracomm | None = None, *, algorithm: str = "auto",
+                 codec: Any = None, dup: bool = False):
+        pass  # everything happened in __new__ (mpi4py's objects are built there)
+
+    @property
+    def algorithm(self) -> str:
+        """What the allreduce calls run unless a call says otherwise."""
+        return self._settings["algorithm"]
+
+    @property
+    def codec(self) -> Any:
+        """What they compress with unless a call says otherwise (None: ``MPICOLL_CODEC``)."""
+        return self._settings["codec"]
+
+    def __repr__(self) -> str:
+        return (f"mpicoll.Comm(size={self.Get_size()}, algorithm={self.algorithm!r}"
+                + (f", codec={self.codec!r}" if self.codec is not None else "") + ")")
+
+    # ---- communicators made from this one stay mpicoll's
+    def _same(self, comm: Any) -> Any:
+        if isinstance(comm, MPI.Intracomm) and comm != MPI.COMM_NULL:
+            return Comm(comm, algorithm=self.algorithm, codec=self.codec)
+        return comm
+
+    def Dup(self, info: MPI.Info | None = None) -> Comm:
+        return self._same(super().Dup() if info is None else super().Dup(info))
+
+    def Dup_with_info(self, info: MPI.Info) -> Comm:
+        return self._same(super().Dup_with_info(info))
+
+    def Idup(self, info: MPI.Info | None = None) -> tuple[Comm, MPI.Request]:
+        comm, request = super().Idup() if info is None else super().Idup(info)
+        return self._same(comm), request
+
+    def Split(self, color: int = 0, key: int = 0) -> Comm:
+        return self._same(super().Split(color, key))
+
+    def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
+        return self._same(super().Split_type(split_type, key, info))
+
+    def Create(self, group: MPI.Group) -> Comm:
+        return self._same(super().Create(group))
+
+    def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
+        return self._same(super().Create_group(group, tag))
+
+    # ---- the allreduce family
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
+                  algorithm: str | None = None, codec: Any = None) -> None:
+        """``MPI_Allreduce`` as mpi4py takes it, run by mpicoll."""
+        try:
+            send, recv, op_ = _arguments(sendbuf, recvbuf, op)
+        except _Fallback as why:
+            with self._fallback(str(why), recvbuf, op):
+                super().Allreduce(sendbuf, recvbuf, op)
+            return
+        api.allreduce(send, recv, op=op_, **self._how(algorithm, codec))
+
+    def Iallreduce(  # type: ignore[override]  # mpicoll's request, not an MPI.Request
+            self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
+            algorithm: str | None = None, codec: Any = None) -> Request | MPI.Request:
+        """``MPI_Iallreduce``: a :class:`Request` (``Wait``, ``Test``), or mpi4py's request
+        where mpi4py runs it."""
+        try:
+            send, recv, op_ = _arguments(sendbuf, recvbuf, op)
+        except _Fallback as why:
+            with self._fallback(str(why), recvbuf, op):
+                return super().Iallreduce(sendbuf, recvbuf, op)
+        return Request(api.iallreduce(send, recv, op=op_, **self._how(algorithm, codec)))
+
+    def Allreduce_init(  # type: ignore[override]  # mpicoll's request, not an MPI.Prequest
+            self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM,
+            info: MPI.Info = MPI.INFO_NULL, *, algorithm: str | None = None,
+            codec: Any = None) -> Prequest | MPI.Prequest:
+        """``MPI_Allreduce_init`` (MPI-4): a :class:`Prequest` (``Start``, ``Wait``, ``Test``,
+        ``Free``), or mpi4py's where mpi4py runs it."""
+        try:
+            send, recv, op_ = _arguments(sendbuf, recvbuf, op)
+        except _Fallback as why:
+            with self._fallback(str(why), recvbuf, op):
+                return super().Allreduce_init(sendbuf, recvbuf, op, info)
+        return Prequest(api.allreduce_init(
+            send, recv, op=op_, **self._how(algorithm, codec)))
+
+    def allreduce(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str | None = None,
+                  codec: Any = None) -> Any:
+        """mpi4py's lowercase ``allreduce``: NumPy arrays and scalars and Python ``float`` and
+        ``complex`` through mpicoll (the result has the type given); anything else (``int``,
+        which is exact at any size, lists, which ``MPI.SUM`` concatenates, other objects, and
+        user ops, which take Python objects) through mpi4py."""
+        if type(sendobj) is float and (op is MPI.SUM or op is MPI.MAX or op is MPI.MIN
+                                       or op is MPI.PROD):  # a dot product, a norm: in place
+            scalar = self._scalar
+            scalar[0] = sendobj
+            api.allreduce(scalar, scalar, op=op, **self._how(algorithm, codec))
+            return float(scalar[0])
+        try:
+            array, back = _object(sendobj, op)
+        except _Fallback as why:
+            with self._fallback(str(why), None, op):
+                return super().allreduce(sendobj, op)
+        result = api.allreduce(array, op=op, **self._how(algorithm, codec))
+        return back(result)
+
+    def _how(self, algorithm: str | None, codec: Any) -> dict:
+        """mpicoll's keywords for a call: its own extras, else this communicator's settings."""
+        if algorithm is None and codec is None:
+            return self._settings
+        return {"algorithm": algorithm or self.algorithm, "comm": self._settings["comm"],
+                "codec": self.codec if codec is None else codec}
+
+    # ---- what mpi4py ran instead
+    def _fallback(self, reason: str, buf: Any, op: Any) -> _Recorded:
+        self.fallbacks[reason] += 1
+        return _Recorded(self, reason, buf, op)
+
+
+class _Recorded:
+    """A fallback call in the timing records (when they are on): algorithm ``mpi``, the reason
+    as its only phase."""
+
+    def __init__(self, comm: Comm, reason: str, buf: Any, op: Any):
+        recorder = timing.active()
+        self.record = None
+        if recorder is not None:
+            nbytes = _nbytes(buf)
+            self.record = recorder.start(
+                rank=comm.Get_rank(), ranks=comm.Get_size(),
+                nodes=len(context.of(comm).layout.nodes), op=_op_name(op), algorithm="mpi",
+                codec="", dtype="", count=0, nbytes=nbytes, transport="host")
+            self.reason = reason
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        if self.record is not None:
+            self.record.t1 = MPI.Wtime()
+            self.record.phases[f"fallback: {self.reason}"] = self.record.t1 - self.record.t0
+
+
+def _nbytes(buf: Any) -> int:
+    try:
+        return memoryview(buf[0] if isinstance(buf, (list, tuple)) else buf).nbytes
+    except TypeError:
+        return 0
+
+
+def _op_name(op: Any) -> str:
+    for name, known in zip(("sum", "prod", "min", "max"), _MPICOLL_OPS):
+        if op == known:
+            return name
+    return "user" if isinstance(op, MPI.Op) else str(op)
+
+
+class Request:
+    """What :meth:`Comm.Iallreduce` returns: mpi4py's request methods on an mpicoll request.
+    Not an ``MPI.Request``: ``MPI.Request.Waitall`` does not take it (``mpicoll.waitall``
+    takes their ``request`` attributes)."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: _MpicollRequest):
+        self.request = request
+
+    def Wait(self, status: MPI.Status | None = None) -> bool:
+        self.request.wait()
+        return True
+
+    def Test(self, status: MPI.Status | None = None) -> bool:
+        return self.request.test()
+
+    def wait(self, status: MPI.Status | None = None) -> None:
+        self.request.wait()
+
+    def test(self, status: MPI.Status | None = None) -> tuple[bool, None]:
+        return self.request.test(), None
+
+    def Free(self) -> None:
+        """Nothing to free: the request ends when it completes (wait for it first)."""
+
+
+class Prequest(Request):
+    """What :meth:`Comm.Allreduce_init` returns: ``Start``, ``Wait``, ``Test``, ``Free``."""
+
+    __slots__ = ()
+    request: PersistentRequest
+
+    def Start(self) -> None:
+        self.request.start()
+
+    def Free(self) -> None:
+        self.request.free()
+
+
+def _arguments(sendbuf: Any, recvbuf: Any, op: Any) -> tuple[Any, Any, Any]:
+    """mpi4py's allreduce arguments as mpicoll's (send, recv, op), or _Fallback."""
+    recv = _buffer(recvbuf, writeable=True)
+    send = recv if sendbuf is MPI.IN_PLACE else _buffer(sendbuf)
+    if send.dtype != recv.dtype or send.size != recv.size:
+        raise _Fallback("send and receive buffers differ")  # mpi4py says how
+    if (op is MPI.SUM or op is MPI.MAX or op is MPI.MIN or op is MPI.PROD) \
+            and recv.dtype.kind in "iuf":
+        return send, recv, op  # what most calls pass: nothing more to decide
+    return send, recv, _op(op, recv.dtype)
+
+
+def _op(op: Any, dtype: np.dtype) -> Any:
+    """The op for mpicoll, or _Fallback: MPI's four arithmetic ops and commutative user ops."""
+    if not isinstance(op, MPI.Op):
+        raise _Fallback(f"op {op!r} is not an MPI.Op")
+    if op.is_predefined and not any(op == known for known in _MPICOLL_OPS):
+        raise _Fallback("a predefined op mpicoll does not run (logical, bitwise, loc, replace)")
+    if not op.is_predefined and not op.Is_commutative():
+        raise _Fallback("a non-commutative user op")
+    try:
+        ops.check_dtype(dtype, ops.resolve(op))
+    except (TypeError, ValueError) as why:
+        raise _Fallback(str(why)) from None
+    return op
+
+
+def _buffer(spec: Any, writeable: bool = False) -> Any:
+    """The array a buffer spec names: ``buf``, ``[buf, datatype]``, ``[buf, count]``,
+    ``[buf, count, datatype]``, ``[buf, (count, displ), datatype]`` or
+    ``[buf, count, displ, datatype]`` (counts and displacements in elements of the datatype)."""
+    if type(spec) is np.ndarray:  # what most calls pass
+        flags = spec.flags
+        if flags.c_contiguous and (flags.writeable or not writeable):
+            return spec
+    count = displ = datatype = None
+    buf = spec
+    if isinstance(spec, (list, tuple)):
+        buf, *rest = spec
+        if rest and isinstance(rest[-1], MPI.Datatype):
+            datatype = rest.pop()
+        if len(rest) == 1 and isinstance(rest[0], (tuple, list)):
+            rest = list(rest[0])
+        if len(rest) > 2:
+            raise _Fallback("a buffer spec mpicoll does not read")
+        count, displ = (rest + [None, None])[:2]
+    if hasattr(buf, "__cuda_array_interface__"):
+        if count is not None or displ is not None or datatype is not None:
+            raise _Fallback("a device buffer with an explicit count or datatype")
+        return buf
+    if isinstance(buf, np.ndarray):
+        array = buf
+    else:
+        try:
+            array = np.asarray(memoryview(buf))
+        except (TypeError, ValueError, NotImplementedError):
+            raise _Fallback("not a buffer NumPy reads") from None
+    if not (array.flags.c_contiguous or array.flags.f_contiguous):
+        raise _Fallback("a non-contiguous buffer")  # mpi4py refuses it
+    flat = array.reshape(-1, order="A")
+    if datatype is not None:
+        try:
+            dtype = np.dtype(datatype.tocode())
+        except (ValueError, TypeError):
+            raise _Fallback("a derived datatype") from None
+        if flat.nbytes % dtype.itemsize:
+            raise _Fallback("a buffer that is not a whole number of its datatype")
+        flat = flat.view(np.uint8).view(dtype) if flat.dtype != dtype else flat
+    if writeable and not flat.flags.writeable:
+        raise _Fallback("a read-only receive buffer")  # mpi4py says so
+    start = displ or 0
+    stop = flat.size if count is None else start + count
+    if start < 0 or stop > flat.size:
+        raise _Fallback("a count or displacement beyond the buffer")
+    return flat[start:stop]
+
+
+def _object(obj: Any, op: Any) -> tuple[np.ndarray, Any]:
+    """A lowercase allreduce's object as an array, and how to give the result back."""
+    if not (op is MPI.SUM or op is MPI.MAX or op is MPI.MIN or op is MPI.PROD
+            or isinstance(op, MPI.Op) and any(op == known for known in _MPICOLL_OPS)):
+        raise _Fallback("a lowercase allreduce with an op other than SUM, PROD, MIN, MAX")
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "iufc":
+        array = np.ascontiguousarray(obj)
+        return array, lambda result: result
+    if isinstance(obj, np.generic) and obj.dtype.kind in "iufc":
+        return np.asarray(obj).reshape(1), lambda result: result[0]
+    if type(obj) in (float, complex):
+        kind = type(obj)
+        return np.array([obj]), lambda result: kind(result[0])
+    raise _Fallback(f"a lowercase allreduce of {type(obj).__name__}")

@@ -1,0 +1,23 @@
+"""mpicoll.Comm, the drop-in for mpi4py programs, used as mpi4py's own tests use a communicator
+(tests/mpi/comm_cases.py), at 1 to 5 ranks; and a real solver changed over by one line."""
+
+import pytest
+
+CASES = "tests/mpi/comm_cases.py"
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5])
+def test_as_mpi4py_uses_a_communicator(run_cases, nprocs):
+    run_cases(CASES, nprocs)
+
+
+@pytest.mark.parametrize("nprocs, example", [
+    (3, ["benchmarks/cg_poisson.py", "--n", "48"]),
+    (5, ["benchmarks/cg_poisson.py", "--n", "24"]),
+    (3, ["benchmarks/monte_carlo.py", "--bins", "100,20000", "--steps", "3"])])
+def test_an_mpi4py_program_gives_the_same_answer_through_comm(mpirun, nprocs, example):
+    """docs/porting.md's examples, natively and through mpicoll.Comm: the same iterations and
+    solution (CG), the same bits (integer tallies); each exits 1 otherwise."""
+    out = mpirun(nprocs, *example, "--reps", "1", timeout=120)
+    assert ("same answer" if "cg_poisson" in example[0] else "same bits") in out, out
+    assert "DIFFERENT" not in out, out
