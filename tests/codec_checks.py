@@ -102,6 +102,22 @@ def decode_add(codec: Codec, acc_dtype) -> None:
         codec.decode_add(frame, np.zeros((41, 30), np.float32))
 
 
+def decode_sub(codec: Codec, acc_dtype) -> None:
+    """``decode_sub`` is ``acc - decode(frame)`` to the bit (a sparse codec touches only what
+    it sent), in place: error feedback's ``owed -= sent``, for a frame of ``acc``'s dtype."""
+    x = rand((30, 41), acc_dtype)
+    frame = codec.encode(x)
+    acc = rand((30, 41), acc_dtype, seed=1)
+    acc[0, :3] = (np.nan, np.inf, -0.0)  # kept as they are where nothing was sent
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = acc - codec.decode(frame)
+    assert codec.decode_sub(frame, acc) is acc
+    np.testing.assert_array_equal(acc.view(f"u{acc.itemsize}"),
+                                  expected.view(f"u{acc.itemsize}"))
+    with pytest.raises(CodecError):
+        codec.decode_sub(frame, np.zeros((41, 30), np.float32))
+
+
 def error_feedback_sent_plus_residual_is_given(codec: Codec, dtype) -> None:
     """Inside ErrorFeedback, what was sent plus the residual is what was given, every call."""
     ef = ErrorFeedback(codec)

@@ -360,6 +360,13 @@ def test_decode_add(name, acc_dtype):
     checks.decode_add(codecs.get(name, **params), acc_dtype)
 
 
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("acc_dtype", DTYPES)
+def test_decode_sub(name, acc_dtype):
+    params = {"int8": {"block_size": 100}, "sign": {"block_size": 100}}.get(name, {})
+    checks.decode_sub(codecs.get(name, **params), acc_dtype)
+
+
 def test_decode_add_accumulates_fp16_frames_in_float32_without_overflow():
     x = np.full(100, 60000.0, np.float16)
     frame = codecs.get("fp16").encode(x)
@@ -473,6 +480,18 @@ def header(codec_id=1, dtype=2, ndim=1, count=4, shape=(4,), magic=b"MPCC", vers
 def test_malformed_headers_raise_codec_error(frame):
     with pytest.raises(CodecError):
         codecs.decode(frame)
+
+
+def test_varints_round_trip_at_every_length():
+    """Every length from 1 to 9 bytes, its edges, and random values, in one stream."""
+    from mpicoll.codecs.sparse import varint_decode, varint_encode
+    edges = [0, 1, 127, 128, 16383, 16384] + [(1 << b) - 1 for b in range(14, 64, 7)] \
+        + [1 << b for b in range(14, 63, 7)] + [(1 << 63) - 1]
+    values = np.concatenate([np.array(edges, np.uint64),
+                             np.random.default_rng(3).integers(0, 1 << 63, 1000, np.uint64)])
+    stream = varint_encode(values)
+    assert np.array_equal(varint_decode(stream, values.size), values)
+    assert stream.size == sum(max(1, -(-int(v).bit_length() // 7)) for v in values)
 
 
 def sparse_frame(k, stream, count=100, values=None, vcode=2):

@@ -8,8 +8,9 @@ bits everywhere. Each rank receives the other p-1 frames, so the cost grows with
 The frame lengths are exchanged first (with mpicoll's own tree), so every rank knows them
 before it posts a receive, and all ranks take the same path: when the frames together outweigh
 what a dense ring would move (2·n bytes of the array), they fall back to the exact ring and
-say so in what they return; the prologue already moved what error feedback owed into the
-contribution, so the exact sum leaves nothing owed. The lengths travel from host memory.
+say so in what they return; with error feedback the contribution is made in the residual
+(what was owed plus the input), so the exact sum of it leaves nothing owed. The lengths travel
+from host memory.
 """
 
 from __future__ import annotations
@@ -63,12 +64,13 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     if lengths.sum() > 2 * send.nbytes:
         exact = replace(call, send=given, op=ops.resolve("sum"), codec=None, feedback=None)
         yield from run_planned(registry.get(FALLBACK), exact, tag_index=1)
+        if feedback is not None:
+            given[...] = 0  # the exact sum carried everything owed
         yield Ran(FALLBACK, codecs.spec(feedback or codec) + ":dense-fallback")
         return
-    if feedback is not None:
-        owed = feedback.owed(send)
-        owed[...] = given - codec.decode(frame)
-        feedback.keep_finite(owed)
+    if feedback is not None:  # given is the residual: what was not sent stays owed
+        codec.decode_sub(frame, given)
+        feedback.keep_finite(given)
     schedule = allgather_frames(ctx.layout, lengths.tolist(), send.size)
     wire = array_module(send).empty(schedule.wire_nbytes, np.uint8)
     start = int(lengths[:ctx.rank].sum())
@@ -79,15 +81,21 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
 
 
 def _contribution(call: Call) -> Any:
-    """This rank's contribution: ``send`` itself, or prepared in ``recv`` by the prologue every
-    plan starts with (an average divided, what error feedback owes added)."""
+    """This rank's contribution: ``send`` itself, or an average's share divided in ``recv`` by
+    the prologue every plan starts with; with error feedback, added into the residual itself,
+    so that what the frame sends is then subtracted where it was sent (``decode_sub``: k
+    entries of a sparse frame, not a dense decode and a dense difference)."""
     b = Builder()
-    src = prologue(b, call.ctx.size, call.send.size, call.feedback is not None, call.op.average)
-    residual = None if call.feedback is None else call.feedback.owed(call.send)
-    bufs = Buffers(call.send, call.recv, call.send[:0], residual=residual)
+    src = prologue(b, call.ctx.size, call.send.size, False, call.op.average)
+    bufs = Buffers(call.send, call.recv, call.send[:0])
     for rnd in b.rounds:
         run_local(rnd.local, bufs, call.op)
-    return call.send if src == "send" else call.recv
+    given = call.send if src == "send" else call.recv
+    if call.feedback is None:
+        return given
+    owed = call.feedback.owed(call.send)
+    owed += given  # (the prologue's order is given + owed: the same bits, addition commutes)
+    return owed
 
 
 def _lengths_call(call: Call, lengths: np.ndarray) -> Call:

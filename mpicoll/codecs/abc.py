@@ -94,6 +94,14 @@ class Codec(ABC):
     def _add_into(self, header: wire.Header, parsed: Any, acc: np.ndarray) -> None:
         """Add decoded values into the flat ``acc``."""
 
+    def _sub_from(self, header: wire.Header, parsed: Any, acc: np.ndarray) -> None:
+        """Subtract decoded values from the flat ``acc`` (what error feedback owes after the
+        frame is sent): decoded in full, then subtracted. A sparse codec subtracts where it
+        sent, and nothing else is touched."""
+        decoded = array_module(acc).empty(acc.size, acc.dtype)
+        self._decode_into(header, parsed, decoded)
+        acc -= decoded
+
     @abstractmethod
     def _max_payload_nbytes(self, count: int, dtype: np.dtype) -> int: ...
 
@@ -132,6 +140,16 @@ class Codec(ABC):
         _check_target(acc, header, "acc", same_dtype=False)
         with np.errstate(over="ignore", invalid="ignore"):  # see _decode_into
             self._add_into(header, parsed, acc.reshape(-1))
+        return acc
+
+    def decode_sub(self, frame, acc: np.ndarray) -> np.ndarray:
+        """Subtract the decoded values of ``frame`` from ``acc``, in ``acc``'s dtype; return
+        ``acc``. Error feedback's step: ``owed -= sent``."""
+        header, parsed, _, _ = self._read(frame)
+        same_module("decode_sub: frame and acc", frame, acc)
+        _check_target(acc, header, "acc", same_dtype=False)
+        with np.errstate(over="ignore", invalid="ignore"):  # see _decode_into
+            self._sub_from(header, parsed, acc.reshape(-1))
         return acc
 
     def max_frame_nbytes(self, count: int, dtype, ndim: int = 1) -> int:

@@ -81,7 +81,7 @@ class ErrorFeedback:
         given = self.owed(x)
         given += x  # the residual buffer becomes what we owe in total
         frame = self.codec.encode(given, out)
-        given -= self.codec.decode(frame, out=array_module(x).empty_like(x))  # ... and then what is still owed
+        self.codec.decode_sub(frame, given)  # ... and then what is still owed
         self.keep_finite(given)
         return frame
 

@@ -37,12 +37,15 @@ _MAX_VARINT = 9  # 63 bits: every index fits an int64
 def varint_encode(values: np.ndarray) -> np.ndarray:
     """Encode uint64 ``values`` (< 2**63) as a concatenated LEB128 byte stream."""
     lengths = np.ones(values.size, np.int64)
+    top = int(values.max(initial=0))
     for bits in range(7, 7 * _MAX_VARINT, 7):
+        if top < 1 << bits:  # (no value needs more: spare the passes)
+            break
         lengths += values >= np.uint64(1 << bits)
     starts = np.cumsum(lengths) - lengths
     stream = np.empty(int(lengths.sum()), np.uint8)
     for j in range(int(lengths.max(initial=0))):
-        longer = lengths > j
+        longer = np.flatnonzero(lengths > j)
         group = (values[longer] >> np.uint64(7 * j)) & np.uint64(0x7F)
         more = (lengths[longer] > j + 1).astype(np.uint64) << np.uint64(7)
         stream[starts[longer] + j] = group | more
@@ -50,21 +53,28 @@ def varint_encode(values: np.ndarray) -> np.ndarray:
 
 
 def varint_decode(stream: np.ndarray, k: int) -> np.ndarray:
-    """Decode exactly ``k`` minimal varints filling ``stream``; raise CodecError otherwise."""
+    """Decode exactly ``k`` minimal varints filling ``stream``; raise CodecError otherwise.
+
+    Byte position by byte position, as the encoder writes them: a pass over the ``k`` varints
+    per byte of the longest (two at top-1%), not a pass over every byte of the stream."""
     ends = np.flatnonzero(stream < 0x80)
     if ends.size != k or (k and ends[-1] != stream.size - 1) or (not k and stream.size):
         raise CodecError(f"index stream of {stream.size} bytes does not hold exactly {k} varints")
     if not k:
         return np.zeros(0, np.uint64)
-    starts = np.concatenate(([0], ends[:-1] + 1))
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1] + 1
     lengths = ends - starts + 1
-    if lengths.max() > _MAX_VARINT:
+    longest = int(lengths.max())
+    if longest > _MAX_VARINT:
         raise CodecError(f"varint longer than {_MAX_VARINT} bytes")
-    if np.any(stream[ends[lengths > 1]] == 0):
+    values = (stream[starts] & 0x7F).astype(np.uint64)
+    if longest > 1 and np.any(stream[ends[lengths > 1]] == 0):
         raise CodecError("varint with a redundant zero byte (not minimal)")
-    shifts = 7 * (np.arange(stream.size) - np.repeat(starts, lengths))
-    groups = (stream & 0x7F).astype(np.uint64) << shifts.astype(np.uint64)
-    return np.add.reduceat(groups, starts)
+    for j in range(1, longest):
+        longer = np.flatnonzero(lengths > j)
+        values[longer] |= (stream[starts[longer] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
+    return values
 
 
 def value_dtype_name(value_dtype) -> str | None:
@@ -139,6 +149,10 @@ class SparseCodec(Codec):
     def _add_into(self, header, parsed, acc):
         values, idx = parsed
         acc[idx] += values  # indices are unique, so fancy-index += adds each once
+
+    def _sub_from(self, header, parsed, acc):
+        values, idx = parsed
+        acc[idx] -= values  # elsewhere it sent 0: acc - 0 is acc
 
     def _max_payload_nbytes(self, count, dtype):
         itemsize = np.dtype(self.value_dtype or dtype).itemsize

@@ -78,6 +78,34 @@ def test_sparse_falls_back_to_dense_when_frames_outweigh_it():
         assert_everywhere(WORLD, np.allclose(out, ref, rtol=1e-5, atol=1e-5), "fallback not exact")
 
 
+def test_error_feedback_with_a_tiny_frame_of_a_large_array():
+    """A frame far smaller than its array (5 values of 4 Mi + 1 elements): charging what it did
+    not send to the residual must not decode it as an untrusted frame (decode without out=
+    refuses frames that claim that many elements; top-k + error feedback raised there)."""
+    n = (1 << 22) + 1
+    ef = codecs.ErrorFeedback(codecs.get("topk", ratio=1e-6))
+    x = normal(n)
+    out = mpicoll.allreduce(x, codec=ef)
+    total = native(WORLD, ef.residual.astype("f8"), "sum")
+    given = native(WORLD, x.astype("f8"), "sum")
+    assert_everywhere(WORLD, np.allclose(out + total, given, rtol=0, atol=1e-4),
+                      "what was sent and what is owed do not add up")
+
+
+def test_error_feedback_owes_nothing_after_the_dense_fallback():
+    """The exact ring carried everything owed: the residual is zero after it, every step."""
+    ef = codecs.ErrorFeedback(codecs.get("topk", ratio=1.0, value_dtype=None))
+    for step in range(2):
+        x = normal(5000, seed=step)
+        with timing.recording() as rec:
+            out = mpicoll.allreduce(x, codec=ef)
+        if WORLD.Get_size() > 1:
+            assert rec.records[0].codec == "topk+ef:dense-fallback", rec.records[0].codec
+            assert_everywhere(WORLD, not ef.residual.any(), f"step {step}: still owed")
+        assert_everywhere(WORLD, np.allclose(out, native(WORLD, x, "sum"), rtol=1e-5,
+                                             atol=1e-5), f"step {step}: not the exact sum")
+
+
 @pytest.mark.parametrize("name", ["int8", "fp16", "sign", "topk"])
 @pytest.mark.parametrize("algorithm", DENSE_ALGORITHMS)
 def test_error_feedback_loses_nothing(name, algorithm):
