@@ -482,6 +482,26 @@ def test_malformed_headers_raise_codec_error(frame):
         codecs.decode(frame)
 
 
+@pytest.mark.parametrize("name", ["topk", "threshold", "int8"])
+def test_encode_regions(name):
+    """Frames of regions: a sparse codec's hold the array's selection, cut at the edges (top-k
+    of the array, not of each region); another codec's are each region's own frame."""
+    x = rand((1001,), np.float32)
+    x[700:] *= 100  # the array's top 5% all lie in the last region
+    edges = [0, 300, 700, 1001]
+    params = {"topk": {"ratio": 0.05, "seed": 1}, "threshold": {"density": 0.05, "seed": 1}}
+    frames = codecs.get(name, **params.get(name, {})).encode_regions(x, edges)
+    whole = codecs.get(name, **params.get(name, {}))
+    parts = np.concatenate([codecs.decode(f) for f in frames])
+    if name == "int8":
+        expected = np.concatenate([whole.decode(whole.encode(x[lo:hi]))
+                                   for lo, hi in zip(edges, edges[1:])])
+    else:
+        expected = whole.decode(whole.encode(x))
+        assert not parts[:700].any()  # nothing selected where the array's top k are not
+    np.testing.assert_array_equal(parts, expected)
+
+
 def test_varints_round_trip_at_every_length():
     """Every length from 1 to 9 bytes, its edges, and random values, in one stream."""
     from mpicoll.codecs.sparse import varint_decode, varint_encode

@@ -24,6 +24,7 @@ MODULES = (
     "rabenseifner",
     "hybrid",
     "sparse_allgather",
+    "sparse_regions",
     "shm",
     "native",
 )

@@ -31,8 +31,11 @@ NAME = "sparse-allgather"
 FALLBACK = "ring"
 
 
-def allgather_frames(layout: Layout, lengths: list[int], count: int) -> Schedule:
-    """The schedule for frames of ``lengths[r]`` bytes, rank r's at offset sum(lengths[:r]).
+def allgather_frames(layout: Layout, lengths: list[int], count: int,
+                     regions: list[int] | None = None) -> Schedule:
+    """The schedule for frames of ``lengths[r]`` bytes, rank r's at offset sum(lengths[:r]),
+    decoded in rank order and added up; or, with ``regions`` (where each rank's region starts,
+    and the end), each decoded into its own region.
 
     Built per call: the lengths change from call to call.
     """
@@ -43,9 +46,13 @@ def allgather_frames(layout: Layout, lengths: list[int], count: int) -> Schedule
     with b.phase("allgather"):
         for step in range(p - 1):
             b.round([Recv(left, slots[(me - step - 1) % p]), Send(right, slots[(me - step) % p])])
-    everything = Region("recv", 0, count)
     with b.phase("decode"):
-        b.round(local=[Decode(everything, slot, add=r > 0) for r, slot in enumerate(slots)])
+        if regions is None:
+            everything = Region("recv", 0, count)
+            b.round(local=[Decode(everything, slot, add=r > 0) for r, slot in enumerate(slots)])
+        else:
+            b.round(local=[Decode(Region("recv", regions[r], regions[r + 1]), slot)
+                           for r, slot in enumerate(slots)])
     return b.build(NAME, count)
 
 
@@ -56,17 +63,13 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     if ctx.size == 1:  # a lone rank sends nothing, so it compresses nothing: a copy, as for all
         yield from run_planned(registry.get(FALLBACK), call)
         return
-    given = _contribution(call)
+    given = contribution(call)
     frame = codec.encode(given)
     lengths = np.zeros(ctx.size, np.int64)
     lengths[ctx.rank] = frame.size
-    yield from run_planned(registry.get("tree"), _lengths_call(call, lengths))
+    yield from run_planned(registry.get("tree"), lengths_call(call, lengths))
     if lengths.sum() > 2 * send.nbytes:
-        exact = replace(call, send=given, op=ops.resolve("sum"), codec=None, feedback=None)
-        yield from run_planned(registry.get(FALLBACK), exact, tag_index=1)
-        if feedback is not None:
-            given[...] = 0  # the exact sum carried everything owed
-        yield Ran(FALLBACK, codecs.spec(feedback or codec) + ":dense-fallback")
+        yield from dense_fallback(call, given)
         return
     if feedback is not None:  # given is the residual: what was not sent stays owed
         codec.decode_sub(frame, given)
@@ -80,7 +83,17 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
                     call.path.bind(schedule, bufs))
 
 
-def _contribution(call: Call) -> Any:
+def dense_fallback(call: Call, given: Any) -> Iterator[Execution | Ran]:
+    """The exact ring on every rank's contribution ``given``, where the frames together outweigh
+    what it moves; it carries everything error feedback owed, so nothing is owed after."""
+    exact = replace(call, send=given, op=ops.resolve("sum"), codec=None, feedback=None)
+    yield from run_planned(registry.get(FALLBACK), exact, tag_index=1)
+    if call.feedback is not None:
+        given[...] = 0
+    yield Ran(FALLBACK, codecs.spec(call.feedback or call.codec) + ":dense-fallback")
+
+
+def contribution(call: Call) -> Any:
     """This rank's contribution: ``send`` itself, or an average's share divided in ``recv`` by
     the prologue every plan starts with; with error feedback, added into the residual itself,
     so that what the frame sends is then subtracted where it was sent (``decode_sub``: k
@@ -98,7 +111,7 @@ def _contribution(call: Call) -> Any:
     return owed
 
 
-def _lengths_call(call: Call, lengths: np.ndarray) -> Call:
+def lengths_call(call: Call, lengths: np.ndarray) -> Call:
     """A sum of the frame lengths, in place, from host memory, unrecorded."""
     return replace(call, send=lengths, recv=lengths, op=ops.resolve("sum"),
                    options=replace(call.options, dtype=lengths.dtype.str), codec=None,

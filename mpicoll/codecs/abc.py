@@ -109,8 +109,18 @@ class Codec(ABC):
     def encode(self, array, out=None) -> np.ndarray:
         """Encode ``array`` into a frame (into ``out`` when given)."""
         x = checked_input(array)
+        return self._framed(x, out, *self._encode(x.reshape(-1)))
+
+    def encode_regions(self, array, edges: list[int]) -> list[np.ndarray]:
+        """One frame per region ``array[edges[r]:edges[r + 1]]`` of a 1-D array: each encoded
+        on its own here; a sparse codec selects over the whole array instead (its top k are the
+        array's, not each region's)."""
+        x = checked_input(array)
+        return [self.encode(x[lo:hi]) for lo, hi in zip(edges, edges[1:])]
+
+    def _framed(self, x, out, values, payload_nbytes: int, fill) -> np.ndarray:
+        """The frame of ``x`` (into ``out`` when given) from what ``_encode`` returned."""
         xp = same_module("encode: array and out", x, out)
-        values, payload_nbytes, fill = self._encode(x.reshape(-1))
         head = wire.pack(self.codec_id, x.dtype, x.shape, self.params, values)
         frame = _frame_buffer(out, len(head) + payload_nbytes, xp)
         work = xp.empty_like(frame) if _misaligned(frame) else frame

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._array import array_module, to_host
 from . import wire
-from .abc import Codec
+from .abc import Codec, checked_input
 from .wire import CodecError
 
 __all__ = ["SparseCodec", "kept_count", "value_dtype_name", "varint_decode", "varint_encode"]
@@ -107,8 +107,20 @@ class SparseCodec(Codec):
     def _max_kept(self, count: int) -> int: ...
 
     def _encode(self, flat):
+        return self._payload(flat, self._select(flat))
+
+    def encode_regions(self, array, edges):
+        x = checked_input(array)
+        if x.ndim != 1:
+            raise ValueError(f"encode_regions takes a 1-D array, not {x.ndim}-D")
+        idx = self._select(x)
+        cuts = np.searchsorted(to_host(idx), edges)  # idx is sorted
+        return [self._framed(x[lo:hi], None, *self._payload(x[lo:hi], idx[a:b] - lo))
+                for lo, hi, a, b in zip(edges, edges[1:], cuts, cuts[1:])]
+
+    def _payload(self, flat, idx):
+        """What ``_encode`` returns, for the elements ``idx`` (sorted) of ``flat``."""
         xp = array_module(flat)
-        idx = self._select(flat)
         vdtype = np.dtype(self.value_dtype or flat.dtype)
         with np.errstate(over="ignore"):  # beyond float16's range -> inf, as the fp16 codec
             values = flat[idx].astype(vdtype)

@@ -17,8 +17,11 @@ from mpicoll.algorithm import names
 
 DENSE_ALGORITHMS = list(names(compresses="dense"))  # every algorithm that runs dense codecs
 ALGORITHMS = DENSE_ALGORITHMS + ["auto"]
-# a sparse codec runs a sparse algorithm whatever compressing algorithm is asked for
-SPARSE_ALGORITHMS = DENSE_ALGORITHMS + list(names(compresses="sparse")) + ["auto"]
+# a sparse codec runs a sparse algorithm whatever compressing algorithm is asked for;
+# sparse-regions encodes region sums again, so it has cases of its own
+REGIONS = "sparse-regions"
+SPARSE_ALGORITHMS = DENSE_ALGORITHMS + [a for a in names(compresses="sparse") if a != REGIONS] \
+    + ["auto"]
 DENSE = {"fp16": 2e-3, "bf16": 2e-2, "int8": 3e-2}  # relative L2 error bounds on normal data
 SPARSE = ["topk", "threshold"]
 
@@ -76,6 +79,51 @@ def test_sparse_falls_back_to_dense_when_frames_outweigh_it():
     if WORLD.Get_size() > 1:
         assert rec.records[0].codec == "topk:dense-fallback"
         assert_everywhere(WORLD, np.allclose(out, ref, rtol=1e-5, atol=1e-5), "fallback not exact")
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_sparse_regions_sends_and_owes_the_sum(name):
+    """Every rank the same bits; with error feedback, result + Σ residuals == Σ (x + old
+    residual), step after step: what the second encode drops, the region's owner owes."""
+    ef = codecs.ErrorFeedback(codecs.get(name))
+    owed = np.zeros(30_001, "f8")
+    for step in range(3):
+        x = normal(30_001, seed=step, dtype="f8")
+        given = native(WORLD, x + owed, "sum")
+        with timing.recording() as rec:
+            out = mpicoll.allreduce(x, codec=ef, algorithm=REGIONS)
+        assert_everywhere(WORLD, same_on_all_ranks(WORLD, out), "ranks differ")
+        owed = ef.residual.copy()
+        total = native(WORLD, owed, "sum")
+        assert_everywhere(WORLD, np.allclose(out + total, given, rtol=0, atol=1e-9),
+                          f"step {step}: lost {np.abs(out + total - given).max()}")
+        assert rec.records[0].algorithm == REGIONS and rec.records[0].codec == f"{name}+ef"
+
+
+def test_sparse_regions_is_exact_when_every_rank_keeps_the_same_elements():
+    """Values on every 8th element of every rank and top-1/8 kept: each region's sum has the
+    same support, so the second encode drops nothing: the exact sum (small integers in
+    float32, sent as float32), on every rank."""
+    n = 8 * 1234 + 5
+    x = np.zeros(n, "f4")
+    x[::8] = np.arange(x[::8].size) % 7 + 1 + WORLD.Get_rank()
+    for inplace in (False, True):
+        given = x.copy()
+        out = mpicoll.allreduce(given, given if inplace else None, algorithm=REGIONS,
+                                codec=codecs.get("topk", ratio=0.125, value_dtype=None))
+        assert_everywhere(WORLD, np.array_equal(out, native(WORLD, x, "sum")),
+                          f"not the exact sum (in place: {inplace})")
+
+
+def test_sparse_regions_fall_back_to_dense_for_tiny_arrays():
+    """Three elements on up to five ranks (empty regions): the frames outweigh a dense ring."""
+    x = normal(3)
+    with timing.recording() as rec:
+        out = mpicoll.allreduce(x, codec="topk", algorithm=REGIONS)
+    if WORLD.Get_size() > 1:
+        assert rec.records[0].codec == "topk:dense-fallback"
+    assert_everywhere(WORLD, np.allclose(out, native(WORLD, x, "sum"), rtol=1e-5, atol=1e-6),
+                      "fallback not exact")
 
 
 def test_error_feedback_with_a_tiny_frame_of_a_large_array():

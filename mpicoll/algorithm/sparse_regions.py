@@ -1,0 +1,111 @@
+"""Allreduce for sparse codecs by index regions: a sparse reduce-scatter, then an allgather of
+the reduced regions, each made sparse again (the shape of Ok-Topk, PPoPP'22).
+
+The index space is cut into p regions, one per rank. Each rank selects over its whole
+contribution (``encode_regions``: top-k is the array's top k) and sends the part in region r, a
+frame of its own, to rank r. Rank r decodes the p frames of its region in rank order (the same
+additions, whatever arrives first) and encodes that sum again with a fresh codec of the same
+parameters (a stateful codec keeps the state of the first encode): about k/p values. Those p
+frames are allgathered and each decoded into its region, so every rank ends with the same bits.
+A rank sends and parses about two frames' worth, where ``sparse-allgather`` moves and parses p;
+the region's owner encodes once more.
+
+What the second encode drops, the region's owner owes: with error feedback it joins that rank's
+residual, beside what its first encode did not send, so what every rank sent plus what all owe
+is still the sum of the inputs. As in ``sparse-allgather``, the frame lengths are summed first
+(a p × p table, by mpicoll's own tree), and where the first frames together outweigh a dense
+ring's 2·n bytes every rank runs the exact ring instead.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from .. import codecs
+from .._array import array_module
+from ..engine import Buffers, Execution
+from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
+from . import registry
+from .base import Algorithm, Call, Layout, Ran, run_planned
+from .sparse_allgather import (FALLBACK, allgather_frames, contribution, dense_fallback,
+                               lengths_call)
+
+NAME = "sparse-regions"
+
+
+def bounds(count: int, size: int) -> list[int]:
+    """Where each rank's region starts, and the end: as equal as integers allow."""
+    return [count * r // size for r in range(size + 1)]
+
+
+def reduce_scatter_frames(layout: Layout, lengths: np.ndarray, edges: list[int],
+                          count: int) -> Schedule:
+    """Rank q's frame of region r is ``lengths[q, r]`` bytes; this rank sends each of its own
+    to the region's owner and decodes the p frames of its own region in rank order. The wire
+    holds this rank's p frames (in region order), then those it receives (in rank order)."""
+    b = Builder()
+    p, me = layout.size, layout.rank
+    mine = [b.wire(int(n)) for n in lengths[me]]
+    theirs = {q: b.wire(int(lengths[q, me])) for q in range(p) if q != me}
+    with b.phase("reduce-scatter"):
+        b.round([Recv(q, slot) for q, slot in theirs.items()]
+                + [Send(r, mine[r]) for r in range(p) if r != me])
+    region = Region("recv", edges[me], edges[me + 1])
+    slots = [mine[me] if q == me else theirs[q] for q in range(p)]
+    with b.phase("decode"):
+        b.round(local=[Decode(region, slot, add=q > 0) for q, slot in enumerate(slots)])
+    return b.build(NAME, count)
+
+
+def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
+    ctx, send, recv, codec, feedback = call.ctx, call.send, call.recv, call.codec, call.feedback
+    assert codec is not None, "sparse-regions runs only with a sparse codec"
+    if ctx.size == 1:
+        yield from run_planned(registry.get(FALLBACK), call)
+        return
+    p, me, xp = ctx.size, ctx.rank, array_module(send)
+    edges = bounds(send.size, p)
+    given = contribution(call)
+    frames = codec.encode_regions(given, edges)
+    lengths = np.zeros((p, p), np.int64)
+    lengths[me] = [frame.size for frame in frames]
+    yield from run_planned(registry.get("tree"), lengths_call(call, lengths.reshape(-1)))
+    if lengths.sum() > 2 * send.nbytes:
+        yield from dense_fallback(call, given)
+        return
+    if feedback is not None:  # what the first frames did not send stays owed
+        for r, frame in enumerate(frames):
+            codec.decode_sub(frame, given[edges[r]:edges[r + 1]])
+    schedule = reduce_scatter_frames(ctx.layout, lengths, edges, send.size)
+    wire = xp.empty(schedule.wire_nbytes, np.uint8)
+    at = 0
+    for frame in frames:
+        wire[at:at + frame.size] = frame
+        at += frame.size
+    bufs = Buffers(send, recv, xp.empty(0, send.dtype), wire)
+    yield Execution(schedule, call.op, ctx.comm, call.tags[1], bufs, codec, call.record,
+                    call.path.bind(schedule, bufs))
+    region = recv[edges[me]:edges[me + 1]]
+    reduced = codecs.from_config(codec.get_config()).encode(region)  # the parameters, not the state
+    if feedback is not None:  # what the second encode drops, this region's owner owes
+        owed = given[edges[me]:edges[me + 1]]
+        owed += region
+        codec.decode_sub(reduced, owed)
+        feedback.keep_finite(given)
+    sizes = np.zeros(p, np.int64)
+    sizes[me] = reduced.size
+    yield from run_planned(registry.get("tree"), lengths_call(call, sizes), tag_index=2)
+    schedule = allgather_frames(ctx.layout, sizes.tolist(), send.size, edges)
+    wire = xp.empty(schedule.wire_nbytes, np.uint8)
+    start = int(sizes[:me].sum())
+    wire[start:start + reduced.size] = reduced
+    bufs = Buffers(send, recv, xp.empty(0, send.dtype), wire)
+    yield Execution(schedule, call.op, ctx.comm, call.tags[3], bufs, codec, call.record,
+                    call.path.bind(schedule, bufs))
+
+
+ALGORITHM = Algorithm(NAME, "a sparse reduce-scatter over index regions, then an allgather of "
+                      "the reduced regions made sparse again", run=run,
+                      compresses=frozenset({"sparse"}), plain=False, tags=4)
