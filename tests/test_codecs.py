@@ -502,6 +502,18 @@ def test_encode_regions(name):
     np.testing.assert_array_equal(parts, expected)
 
 
+@pytest.mark.parametrize("name", ["topk", "threshold"])
+def test_encode_kept_says_what_the_frame_sends(name):
+    """The frame ``encode`` gives, and the indices and values it holds: what error feedback
+    subtracts without reading the frame back."""
+    x = rand((40, 25), np.float32)
+    frame, kept, sent = codecs.get(name, seed=4).encode_kept(x)
+    assert np.array_equal(frame, codecs.get(name, seed=4).encode(x))
+    decoded = codecs.decode(frame).reshape(-1)
+    assert np.array_equal(decoded[kept], sent.astype(np.float32))
+    assert np.count_nonzero(decoded) == kept.size == sent.size
+
+
 def test_varints_round_trip_at_every_length():
     """Every length from 1 to 9 bytes, its edges, and random values, in one stream."""
     from mpicoll.codecs.sparse import varint_decode, varint_encode

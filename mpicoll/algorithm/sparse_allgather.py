@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import codecs, ops, transport
+from ..codecs.sparse import SparseCodec
 from .._array import array_module
 from ..engine import Buffers, Execution, run_local
 from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
@@ -64,7 +65,10 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
         yield from run_planned(registry.get(FALLBACK), call)
         return
     given = contribution(call)
-    frame = codec.encode(given)
+    if feedback is not None and isinstance(codec, SparseCodec):  # its frame is charged to the
+        frame, kept, sent = codec.encode_kept(given)  # residual without being read back
+    else:
+        frame, kept, sent = codec.encode(given), None, None
     lengths = np.zeros(ctx.size, np.int64)
     lengths[ctx.rank] = frame.size
     yield from run_planned(registry.get("tree"), lengths_call(call, lengths))
@@ -72,7 +76,11 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
         yield from dense_fallback(call, given)
         return
     if feedback is not None:  # given is the residual: what was not sent stays owed
-        codec.decode_sub(frame, given)
+        if kept is None:
+            codec.decode_sub(frame, given)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):  # as decode_sub
+                given[kept] -= sent
         feedback.keep_finite(given)
     schedule = allgather_frames(ctx.layout, lengths.tolist(), send.size)
     wire = array_module(send).empty(schedule.wire_nbytes, np.uint8)

@@ -107,7 +107,18 @@ class SparseCodec(Codec):
     def _max_kept(self, count: int) -> int: ...
 
     def _encode(self, flat):
-        return self._payload(flat, self._select(flat))
+        idx = self._select(flat)
+        return self._payload(idx, self._values(flat, idx))
+
+    def encode_kept(self, array):
+        """``encode(array)``, with the indices the frame keeps and the values it sends for
+        them: what error feedback subtracts (``owed[idx] -= values``) without reading the frame
+        back."""
+        x = checked_input(array)
+        flat = x.reshape(-1)
+        idx = self._select(flat)
+        values = self._values(flat, idx)
+        return self._framed(x, None, *self._payload(idx, values)), idx, values
 
     def encode_regions(self, array, edges):
         x = checked_input(array)
@@ -115,22 +126,28 @@ class SparseCodec(Codec):
             raise ValueError(f"encode_regions takes a 1-D array, not {x.ndim}-D")
         idx = self._select(x)
         cuts = np.searchsorted(to_host(idx), edges)  # idx is sorted
-        return [self._framed(x[lo:hi], None, *self._payload(x[lo:hi], idx[a:b] - lo))
-                for lo, hi, a, b in zip(edges, edges[1:], cuts, cuts[1:])]
+        frames = []
+        for lo, hi, a, b in zip(edges, edges[1:], cuts, cuts[1:]):
+            part = idx[a:b] - lo
+            frames.append(self._framed(x[lo:hi], None,
+                                       *self._payload(part, self._values(x[lo:hi], part))))
+        return frames
 
-    def _payload(self, flat, idx):
-        """What ``_encode`` returns, for the elements ``idx`` (sorted) of ``flat``."""
-        xp = array_module(flat)
-        vdtype = np.dtype(self.value_dtype or flat.dtype)
+    def _values(self, flat, idx):
+        """The values sent for the elements ``idx`` of ``flat``, in the value dtype."""
         with np.errstate(over="ignore"):  # beyond float16's range -> inf, as the fp16 codec
-            values = flat[idx].astype(vdtype)
+            return flat[idx].astype(np.dtype(self.value_dtype or flat.dtype))
+
+    def _payload(self, idx, values):
+        """What ``_encode`` returns for the elements ``idx`` (sorted), sent as ``values``."""
+        xp = array_module(values)
         stream = varint_encode(np.diff(to_host(idx), prepend=-1).astype(np.uint64) - np.uint64(1))
         nvalues = values.nbytes
 
         def fill(payload):
-            payload[:nvalues].view(vdtype)[...] = values
+            payload[:nvalues].view(values.dtype)[...] = values
             payload[nvalues:] = xp.asarray(stream)
-        params = (idx.size, stream.size, wire.DTYPE_CODES[vdtype], bytes(7))
+        params = (idx.size, stream.size, wire.DTYPE_CODES[values.dtype], bytes(7))
         return params, nvalues + stream.size, fill
 
     def _parse(self, header, payload):

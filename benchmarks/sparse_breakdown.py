@@ -1,0 +1,66 @@
+"""Where a rank's CPU goes in a top-k / threshold allreduce with error feedback (one process).
+
+    python benchmarks/sparse_breakdown.py [--mib 16] [--ranks 4] [--repeats 21]
+
+The steps ``sparse-allgather`` runs on every rank, each timed alone on a float32 array of
+``--mib`` MiB of normal values (medians of ``--repeats``): the contribution added into the
+residual, the selection, the rest of the encode (values, index varints, frame), charging the
+frame to the residual, the residual's finiteness check, then decoding ``--ranks`` frames into
+the result (the first written, the others added; each is parsed). The wire is not here: see
+the emulated-cluster tables in docs/results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from mpicoll import codecs
+
+
+def median_ms(step, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=16)
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=21)
+    args = parser.parse_args()
+    n = args.mib * 2**20 // 4
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    print(f"# {args.mib} MiB float32, one process; ms per step, medians of {args.repeats}; "
+          f"decode: {args.ranks} frames")
+    print(f"{'codec':>10} {'add owed':>9} {'select':>8} {'encode':>8} {'charge':>8} "
+          f"{'finite':>8} {'decode':>8} {'total':>8}")
+    for name in ("topk", "threshold"):
+        codec = codecs.get(name)
+        owed = np.zeros_like(x)
+        out = np.empty_like(x)
+        frame, kept, sent = codec.encode_kept(x)
+        add = median_ms(lambda: np.add(owed, x, out=owed), args.repeats)
+        select = median_ms(lambda: codec._select(x), args.repeats)
+        encode = median_ms(lambda: codec.encode_kept(x), args.repeats) - select
+        charge = median_ms(lambda: owed.__setitem__(kept, owed[kept] - sent), args.repeats)
+        finite = median_ms(lambda: np.isfinite(owed.sum()), args.repeats)
+
+        def decode_all() -> None:
+            codec.decode(frame, out=out)
+            for _ in range(args.ranks - 1):
+                codec.decode_add(frame, out)
+        decode = median_ms(decode_all, args.repeats)
+        total = add + select + encode + charge + finite + decode
+        print(f"{name:>10} {add:9.2f} {select:8.2f} {encode:8.2f} {charge:8.2f} {finite:8.2f} "
+              f"{decode:8.2f} {total:8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
