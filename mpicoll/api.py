@@ -70,8 +70,8 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
             return result
     request, shortcut, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
     result = request.wait()
-    if p.carried:
-        _checked_now(p)  # its barrier had the verdict (or it had none: now)
+    if p.carried and p.checking.pending:  # type: ignore[union-attr]  # its barrier had none
+        p.checking.finish()  # type: ignore[union-attr]
     if shortcut is not None:
         fastpath.keep(shortcut)
     return result
@@ -128,7 +128,6 @@ class _Prepared(NamedTuple):
     bits: int
     call: Call
     checking: check.Channel | None  # the fingerprint check in flight there
-    new_kind: bool                # the first call of its kind here: remembered once checked
     carried: bool                 # the check is the first barrier's (Call.fingerprint)
 
 
@@ -150,7 +149,7 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
     bits = check.tag_bits(kind) if known is None else known
     carry = blocking and chosen.one_node and chosen.plan is not None
-    checking = ctx.checks.start(number, kind, bits, carried=carry, blocking=blocking) \
+    checking = ctx.checks.start(number, kind, bits, carry, blocking, known is None) \
         if known is None or check.every_call else None
     if known is None and checking is None:
         ctx.remember(kind, bits)  # one rank: nobody to disagree with
@@ -165,15 +164,14 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
                 feedback, record_, path, ctx.next_tags(chosen.tags, bits),
                 checking)
     return _Prepared(send, recv, op_, chosen, ctx, path, codec_, spec, kind, number, bits, call,
-                     checking, known is None, carry and checking is not None)
+                     checking, carry and checking is not None)
 
 
 def _checked_now(p: _Prepared) -> None:
-    """Finish the call's fingerprint check, if it has one: before anything moves."""
+    """Finish the call's fingerprint check, if it has one: before anything moves (its kind is
+    remembered, if new, once every rank agreed)."""
     if p.checking is not None:
         p.checking.finish()
-        if p.new_kind:
-            p.ctx.remember(p.kind, p.bits)
 
 
 def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,

@@ -18,7 +18,9 @@ must be the same on every rank or the check itself hangs: it is, in a program wh
 the same calls, because the set of verified kinds grows by the same checks everywhere. Between
 checks, every message's tag carries a hash of the fingerprint, so a message of one collective
 never matches a receive of a different one: mismatched calls then stall (the watchdog,
-``MPICOLL_TIMEOUT``, reports and aborts) instead of returning wrong bits.
+``MPICOLL_TIMEOUT``, reports and aborts) instead of returning wrong bits; in a node's shared
+window, where no messages travel, the first barrier's stamps do the same
+(:mod:`mpicoll.node_window`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import functools
 import os
 import struct
 import zlib
+from typing import Callable
 
 import numpy as np
 from mpi4py import MPI
@@ -85,12 +88,15 @@ class Channel:
     the communicator's context. It holds one check at a time (a call finishes its check before
     it returns): every cycle saved here is a first call's."""
 
-    __slots__ = ("comm", "spins", "_values", "_persistent", "_request", "_call", "_kind",
-                 "_blocking", "pending", "carried")
+    __slots__ = ("comm", "spins", "_values", "_sent", "_persistent", "_request", "_about",
+                 "_remember", "pending", "carried")
 
-    def __init__(self, comm: MPI.Intracomm, spins: range):
+    def __init__(self, comm: MPI.Intracomm, spins: range,
+                 remember: Callable[[tuple, int], None]):
         self.comm, self.spins = comm.Dup(), spins
+        self._remember = remember  # a new kind every rank agreed on: not checked again
         self._values = bytearray(32)  # call, bits, -call, -bits as int64
+        self._sent = b""  # what this rank put in: the result equals it iff every rank's does
         self._persistent: MPI.Prequest | None = None
         if self.comm.Get_size() > 1:
             try:
@@ -99,17 +105,18 @@ class Channel:
             except NotImplementedError:  # an MPI older than 4: an Iallreduce per check
                 pass
         self._request: MPI.Request | None = None
-        self._call, self._kind, self._blocking = 0, (), False
+        self._about: tuple = (0, (), 0, False, False)  # call, kind, bits, new, blocking
         self.pending = False  # started, no verdict yet
         self.carried = False  # the check started last is to be posted as a barrier
 
-    def start(self, call: int, kind: tuple, bits: int, *, carried: bool = False,
-              blocking: bool = False) -> Channel | None:
+    def start(self, call: int, kind: tuple, bits: int, carried: bool = False,
+              blocking: bool = False, new: bool = False) -> Channel | None:
         """Start comparing, across the ranks, the ``kind`` (whose :func:`tag_bits` are ``bits``)
         of their ``call``-th collective; returns the channel, which :meth:`finish` es it, or None
-        on one rank. Collective: every rank starts it for the same call. The caller finishes it
-        (MismatchError on every rank if they differ) before the call moves any data, and
-        meanwhile prepares the call, which hides the check's latency.
+        on one rank. A ``new`` kind is remembered once every rank agreed on it. Collective: every
+        rank starts it for the same call. The caller finishes it (MismatchError on every rank
+        if they differ) before the call moves any data, and meanwhile prepares the call, which
+        hides the check's latency.
 
         ``carried``: posted later, by :meth:`post`, as the first node barrier of the call (a
         blocking call of a one-node algorithm, whose ranks read each other's data only after
@@ -118,10 +125,11 @@ class Channel:
         ``blocking`` only explains a mismatch."""
         if self._persistent is None and self.comm.Get_size() == 1:
             return None
-        bits |= carried << 32
-        _PACK(self._values, 0, call, bits, -call, -bits)
-        self._call, self._kind, self._blocking, self.pending = call, kind, blocking, True
-        self.carried = carried
+        compared = bits | carried << 32
+        self._sent = _PACK(call, compared, -call, -compared)
+        self._values[:] = self._sent
+        self._about = (call, kind, bits, new, blocking)
+        self.pending, self.carried = True, carried
         if not carried:
             self.post()
         return self
@@ -150,15 +158,18 @@ class Channel:
     def verdict(self) -> None:
         """After the posted check completed: MismatchError on every rank if the ranks differ."""
         self._request, self.pending = None, False
-        call, bits, minus_call, minus_bits = _UNPACK(self._values)
-        if call == -minus_call and bits == -minus_bits:  # min == max: the same everywhere
+        call, kind, bits, new, blocking = self._about
+        if self._values == self._sent:  # min == max: the same everywhere
+            if new:
+                self._remember(kind, bits)
             return
         # everyone knows it differs: say how, everywhere
-        every = self.comm.allgather((self._call, *self._kind, self._blocking))
+        every = self.comm.allgather((call, *kind, blocking))
         raise MismatchError(_explain(every))
 
     def _blocked_in(self) -> str:
-        return f"the fingerprint check of collective #{self._call} ({say(self._kind)})"
+        call, kind = self._about[:2]
+        return f"the fingerprint check of collective #{call} ({say(kind)})"
 
     def free(self) -> None:
         if self._persistent is not None:
@@ -166,8 +177,7 @@ class Channel:
         self.comm.Free()
 
 
-_PACK = struct.Struct("=4q").pack_into
-_UNPACK = struct.Struct("=4q").unpack
+_PACK = struct.Struct("=4q").pack
 
 
 def say(kind: tuple) -> str:

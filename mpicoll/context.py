@@ -77,7 +77,7 @@ class Context:
         self.layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
         mine = next(node for node in self.layout.nodes if self.rank in node)
         self.spins = _mpi.spins(len(mine))  # Test calls before Wait: fewer on shared cores
-        self.checks = check.Channel(self.comm, self.spins)  # fingerprint checks run there
+        self.checks = check.Channel(self.comm, self.spins, self.remember)  # fingerprint checks run there
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
         self._lock = threading.Lock()
         self._calls = itertools.count()  # collectives started, the same on every rank

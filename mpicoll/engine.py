@@ -66,15 +66,21 @@ def _where(schedule: Schedule, index: int, tag: int) -> str:
             + (f" ({rnd.phase})" if rnd.phase else "") + f", tag {tag}: {peers}")
 
 
-def mismatch(schedule: Schedule, index: int, tag: int, what: str) -> MismatchError:
-    """The error for a message that did not fit its receive in round ``index``."""
-    return _mismatch(_where(schedule, index, tag), what)
+_RECEIVE = "a message did not match its receive"
+_STAMPS = "the node's ranks stamped different collectives"
 
 
-def _mismatch(where: str, what: str) -> MismatchError:
-    """A message that did not fit its receive: the ranks run different collectives."""
+def mismatch(schedule: Schedule, index: int, tag: int, what: str,
+             lead: str = _RECEIVE) -> MismatchError:
+    """The error for a message that did not fit its receive in round ``index`` (or ``lead``)."""
+    return _mismatch(_where(schedule, index, tag), what, lead)
+
+
+def _mismatch(where: str, what: str, lead: str = _RECEIVE) -> MismatchError:
+    """A message that did not fit its receive, or stamps that differ (``lead``): the ranks run
+    different collectives."""
     return MismatchError(
-        f"mpicoll: a message did not match its receive in {where} "
+        f"mpicoll: {lead} in {where} "
         f"({what.strip()}): the ranks are running different collectives "
         "(count, dtype, op, algorithm or codec differ); MPICOLL_CHECK=1 compares every call "
         "before any data moves")
@@ -191,6 +197,10 @@ class Execution:
         # else it completes before the first round that reaches other ranks.
         self._check = fingerprint
         self._carrying: check.Channel | None = None  # the check posted as the round in flight's barrier
+        # Else the first barrier in the node window is stamped with the tag, and the stamps of
+        # the node's ranks compared once it passed (mpicoll.node_window).
+        self._stamp = tag if schedule.node_count else None
+        self._compare = False
         if not schedule.rounds:
             self._finished()
 
@@ -282,15 +292,21 @@ class Execution:
             if got != expected:
                 raise self._mismatch(f"{got} bytes arrived where {expected} were expected")
 
-    def _mismatch(self, what: str) -> MismatchError:
+    def _mismatch(self, what: str, lead: str = _RECEIVE) -> MismatchError:
         if self._window is not None:  # it stops here: the next collective may have the window
             self._window.leave(self)
-        return _mismatch(self.where(), what)
+        return _mismatch(self.where(), what, lead)
 
     def _start(self, rnd: Round) -> None:
-        comm, tag = self._comm, self._tag
-        if self._check is not None and (rnd.transfers or rnd.sync):
-            self._post_check(rnd)
+        comm, tag, fingerprint = self._comm, self._tag, self._check
+        if fingerprint is not None and (rnd.transfers or rnd.sync):
+            # The first round that reaches other ranks: its barrier carries the fingerprint
+            # check (one node: the barrier is every rank's), or the check completes before it.
+            self._check = None
+            if fingerprint.carried and rnd.sync and not rnd.transfers:
+                self._carrying = fingerprint
+            else:
+                self._agreed(fingerprint.finish)
         raw: Callable[[Region], Array] = self._bufs.raw
         if self._link is not None and rnd.transfers:
             raw = self._link.post(self._next)
@@ -298,27 +314,18 @@ class Execution:
         reqs = [comm.Irecv(raw(t.region), t.peer, tag) for t in rnd.transfers if not isinstance(t, Send)]
         reqs += [comm.Isend(raw(t.region), t.peer, tag) for t in rnd.transfers if isinstance(t, Send)]
         if self._carrying is not None:
+            self._stamp = None  # the check compares all the stamp would
+            self._bufs.window.fence()  # type: ignore[union-attr]  # as ibarrier does
             reqs.append(self._carrying.post())
         elif rnd.sync:
-            reqs.append(self._bufs.window.ibarrier())  # type: ignore[union-attr]
+            reqs.append(self._bufs.window.ibarrier(self._stamp))  # type: ignore[union-attr]
+            self._compare, self._stamp = self._stamp is not None, None
         if self._statuses is not None:
             self._early = None
             if len(self._statuses) < len(reqs):
                 self._statuses += [MPI.Status() for _ in range(len(reqs) - len(self._statuses))]
         self._pending = reqs
         self._next += 1
-
-    def _post_check(self, rnd: Round) -> None:
-        """The first round that reaches other ranks: its barrier carries the fingerprint check,
-        or, if it sends or is not every rank's barrier, the check completes before it."""
-        fingerprint, self._check = self._check, None
-        assert fingerprint is not None
-        if fingerprint.carried and rnd.sync and not rnd.transfers \
-                and len(self.schedule.node) == self._comm.Get_size():
-            self._bufs.window.fence()  # type: ignore[union-attr]  # as ibarrier does
-            self._carrying = fingerprint
-            return
-        self._agreed(fingerprint.finish)
 
     def _agreed(self, verdict: Callable[[], None]) -> None:
         """Have the check's ``verdict``; on a MismatchError this execution stops here (and
@@ -337,7 +344,12 @@ class Execution:
             carrying, self._carrying = self._carrying, None
             self._agreed(carrying.verdict)
         if rnd.sync:
-            self._bufs.window.fence()  # type: ignore[union-attr]
+            window = self._bufs.window
+            window.fence()  # type: ignore[union-attr]
+            if self._compare:
+                self._compare = False
+                if not window.stamps_agree():  # type: ignore[union-attr]
+                    raise self._mismatch(window.stamps(), _STAMPS)  # type: ignore[union-attr]
         if self._link is None:
             if rnd.local:
                 run_local(rnd.local, self._bufs, self._op, self._codec)
@@ -419,7 +431,7 @@ def bind(rounds: tuple, arrays: tuple, window: NodeWindow | None = None) -> tupl
 def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedule) -> None:
     """Run rounds from :func:`bind` to the end: what :class:`Execution` does for a blocking call
     alone, without its per-round objects."""
-    index = 0
+    index, stamp = 0, tag  # type: tuple[int, int | None]  # the first barrier is stamped
     try:
         for index, (pair, receives, sends, steps, barrier) in enumerate(rounds):
             if pair:
@@ -429,7 +441,9 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
                 requests += [comm.Isend(spec, peer, tag) for spec, peer in sends]
                 MPI.Request.Waitall(requests)
             if barrier is not None:
-                barrier.barrier()
+                if not barrier.barrier(stamp):
+                    raise mismatch(schedule, index, tag, barrier.stamps(), _STAMPS)
+                stamp = None
             if steps:
                 run_bound_steps(steps, op)
     except MPI.Exception as error:

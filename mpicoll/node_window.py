@@ -16,6 +16,17 @@ that all ranks use the same memory); the old one, which a collective in flight m
 is freed with the communicator. Collectives that use the window run one at a time, in the
 order they were started (the same on every rank): their schedules are safe against the
 collective just before them, not against one running at the same time.
+
+Its ranks exchange no messages, so no tag keeps two different collectives apart (as the tags of
+:mod:`mpicoll.check` do between checks): a rank that runs one verified kind of call while
+another runs a different one would read the other's input at the wrong offsets and return wrong
+bits. So each collective *stamps* its first barrier: every rank writes its tag (a hash of the
+kind and the collective's sequence number) into its slot of a small window of its own before
+the barrier, and compares every rank's slot after it, before it reads anything of theirs. One
+slot per rank is enough because every collective in the window passes at least two barriers
+(shm's pipeline has three stages, hybrid two node stages; ``Builder.build`` asserts it): no rank
+stamps the next collective before every rank has entered this one's second barrier, after
+reading the stamps.
 """
 
 from __future__ import annotations
@@ -69,6 +80,10 @@ class NodeWindow:
             world.Free()
         self._spins = spins(len(node))
         self._windows: list[MPI.Win] = []
+        # The stamps: one int64 per rank, in a window of their own (never grown).
+        self._size, self._me = self.comm.Get_size(), self.comm.Get_rank()
+        self._stamps = self._allocate(self._size * 8).cast("q")
+        self._stamp = 0  # this rank's last stamp, compared with the others' after its barrier
         self.memory = np.empty(0, np.uint8)  # the newest window's: what every call binds
         self._queue: deque[Any] = deque()  # executions using the window, in start order
 
@@ -81,28 +96,46 @@ class NodeWindow:
 
     def _grow(self, nbytes: int) -> None:
         nbytes = -(-nbytes // 4096) * 4096
-        win = MPI.Win.Allocate_shared(nbytes if self.comm.Get_rank() == 0 else 0, 1,
-                                      comm=self.comm)
+        self.memory = np.frombuffer(self._allocate(nbytes), np.uint8, nbytes)
+
+    def _allocate(self, nbytes: int) -> memoryview:
+        """A new shared block of ``nbytes`` (collective over the node)."""
+        win = MPI.Win.Allocate_shared(nbytes if self._me == 0 else 0, 1, comm=self.comm)
         win.Lock_all(MPI.MODE_NOCHECK)  # a passive epoch for Win.Sync, held until freed
         memory, _ = win.Shared_query(0)
         self._windows.append(win)
-        self.memory = np.frombuffer(memory, np.uint8, nbytes)  # type: ignore[call-overload]
+        return memoryview(memory)[:nbytes]  # type: ignore[arg-type]
 
     def fence(self) -> None:
         """Make this rank's writes to the window visible, and others' visible to it."""
         for win in self._windows:
             win.Sync()
 
-    def ibarrier(self) -> MPI.Request:
-        """Start a barrier of the node (fenced first; :meth:`fence` again once it completes)."""
+    def ibarrier(self, stamp: int | None = None) -> MPI.Request:
+        """Start a barrier of the node (fenced first; :meth:`fence` again once it completes),
+        with this rank's ``stamp`` in its slot if given (a collective's first barrier; then
+        :meth:`stamps_agree` once it completes)."""
+        if stamp is not None:
+            self._stamps[self._me] = self._stamp = stamp
         self.fence()
         return self.comm.Ibarrier()
 
-    def barrier(self) -> None:
+    def stamps_agree(self) -> bool:
+        """After a stamped barrier (and its fence): whether every rank stamped the same."""
+        return self._stamps.tolist() == [self._stamp] * self._size
+
+    def stamps(self) -> str:
+        """Who stamped what in the last stamped barrier, for the error."""
+        return ", ".join(f"{value} on rank {rank}"
+                         for rank, value in zip(self.node, self._stamps.tolist()))
+
+    def barrier(self, stamp: int | None = None) -> bool:
         """The barrier, blocking (the fast path's): still ``Ibarrier``, since MPI never matches
-        a blocking collective with a nonblocking one, and another rank may be in the engine."""
-        complete(self.ibarrier(), self._spins)
+        a blocking collective with a nonblocking one, and another rank may be in the engine.
+        Whether the ranks' ``stamp`` s agree (True when not stamped)."""
+        complete(self.ibarrier(stamp), self._spins)
         self.fence()
+        return stamp is None or self.stamps_agree()
 
     # ---- one collective at a time: the engine's executions queue for the window
     def enqueue(self, execution: Any) -> None:

@@ -184,6 +184,10 @@ class Builder:
         return slot
 
     def build(self, algorithm: str, count: int) -> Schedule:
+        # A node window's collectives stamp their first barrier and read the stamps before the
+        # second: without one, a rank could stamp the next collective first (mpicoll.node_window).
+        assert not self.node_count or sum(r.sync for r in self.rounds) >= 2, \
+            f"{algorithm}: a schedule in the node window passes fewer than two barriers"
         return Schedule(algorithm, count, tuple(self.rounds), self.tmp_count, self.wire_nbytes,
                         self.node_count, self.node)
 

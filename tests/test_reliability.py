@@ -74,6 +74,20 @@ def test_a_mismatch_after_agreed_calls_is_caught_with_check_on_every_call(case):
     assert code == 0 and out.count("raised MismatchError") == 3, out
 
 
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+@pytest.mark.parametrize("case", ["count-shm", "dtype-shm", "count-shm --nonblocking"])
+def test_shared_memory_calls_of_verified_kinds_that_differ_raise(case, nprocs):
+    """Both calls were agreed earlier, so neither is checked again; in shared memory no message
+    tag keeps them apart, and each rank read the others' inputs at its own offsets: rank 0 of
+    two returned 12 where 21 was right, and no rank raised. The stamps of the first barrier now
+    differ: every rank raises, on the fast path and in the engine (nonblocking)."""
+    code, out = launch(nprocs, str(PROGRAMS / "mismatch.py"), *case.split(), "--verified",
+                       timeout=30)
+    assert code == 0, out
+    assert out.count("raised MismatchError") == nprocs and "RETURNED DATA" not in out, out
+    assert "stamped different collectives" in out, out
+
+
 def test_watchdog_turns_a_hang_into_a_report_and_an_abort():
     """Without the per-call check that mismatch stalls (its messages carry another kind's tag,
     so nothing matches wrongly); MPICOLL_TIMEOUT=3 names the collective and aborts the job."""
