@@ -100,7 +100,7 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
     bound: BoundRounds | BoundNative | None = None
     plan = _plain_plan(prepared)
     if prepared.codec is None and path.name == "host":
-        if chosen is native.ALGORITHM:
+        if chosen.mpi:
             bound = BoundNative(call.send, call.recv, op_, ctx.comm,
                                 address(call.send) == address(call.recv), ctx.spins)
         elif plan is not None and plan.lowered is not None and not plan.schedule.node_count:
@@ -149,7 +149,8 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
     bits = check.tag_bits(kind) if known is None else known
     carry = blocking and chosen.one_node and chosen.plan is not None
-    checking = ctx.checks.start(number, kind, bits, carry, blocking, known is None) \
+    checking = ctx.checks.start(number, kind, bits, carry, blocking, known is None,
+                                blocking and chosen.blocks) \
         if known is None or check.every_call else None
     if known is None and checking is None:
         ctx.remember(kind, bits)  # one rank: nobody to disagree with
@@ -162,7 +163,7 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     # tag when it starts would race with the calls other ranks made meanwhile.
     call = Call(ctx, send.reshape(-1), recv.reshape(-1), op_, _options(send.dtype), inner,
                 feedback, record_, path, ctx.next_tags(chosen.tags, bits),
-                checking)
+                checking, blocking)
     return _Prepared(send, recv, op_, chosen, ctx, path, codec_, spec, kind, number, bits, call,
                      checking, carry and checking is not None)
 

@@ -110,7 +110,8 @@ class Channel:
         self.carried = False  # the check started last is to be posted as a barrier
 
     def start(self, call: int, kind: tuple, bits: int, carried: bool = False,
-              blocking: bool = False, new: bool = False) -> Channel | None:
+              blocking: bool = False, new: bool = False, blocks: bool = False
+              ) -> Channel | None:
         """Start comparing, across the ranks, the ``kind`` (whose :func:`tag_bits` are ``bits``)
         of their ``call``-th collective; returns the channel, which :meth:`finish` es it, or None
         on one rank. A ``new`` kind is remembered once every rank agreed on it. Collective: every
@@ -122,10 +123,11 @@ class Channel:
         blocking call of a one-node algorithm, whose ranks read each other's data only after
         that barrier): then it costs no more than the barrier it replaces. That it is carried
         is compared too: a rank whose check is its barrier must not meet one whose is not.
-        ``blocking`` only explains a mismatch."""
+        ``blocks``: the call blocks in an MPI collective (``Algorithm.blocks``), which never
+        matches a nonblocking one: compared too. Else ``blocking`` only explains a mismatch."""
         if self._persistent is None and self.comm.Get_size() == 1:
             return None
-        compared = bits | carried << 32
+        compared = bits | carried << 32 | blocks << 33
         self._sent = _PACK(call, compared, -call, -compared)
         self._values[:] = self._sent
         self._about = (call, kind, bits, new, blocking)

@@ -258,9 +258,10 @@ def _info(args: argparse.Namespace) -> int:
     lines += [f"  {a.name:<17} {a.summary}{_capabilities(a)}" for a in algorithm.registered()]
     lines.append(f"auto picks (float32 sum), and the predicted time of each candidate in us "
                  f"(model: {tune.model_in_force().source}):")
-    lines.append(f"  {'size':>6}    {'auto':<13}" + "".join(f"{name:>13}" for name in among))
-    lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<13}"
-              + "".join(f"{times[a] * 1e6:>13.1f}" if a in times else f"{'-':>13}" for a in among)
+    w = max(map(len, among)) + 2  # every name apart, whatever its length
+    lines.append(f"  {'size':>6}    {'auto':<{w}}" + "".join(f"{name:>{w}}" for name in among))
+    lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"
+              + "".join(f"{times[a] * 1e6:>{w}.1f}" if a in times else f"{'-':>{w}}" for a in among)
               for n, name, times in choices]
     print("\n".join(lines))
     return 0

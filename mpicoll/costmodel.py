@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .algorithm import Algorithm, Options
 
 __all__ = ["Model", "BUILTIN", "EMULATED_1G", "GPU_CLUSTER", "PRESETS", "NATIVE_SHAPES",
-           "predict", "components", "exact", "fit_algorithm"]
+           "predict", "components", "exact", "fit_algorithm", "mpi_own"]
 
 NATIVE_SHAPES = ("rd", "rabenseifner")
 """What ``native`` is predicted as: MPICH's and Open MPI's usual short- and long-message
@@ -90,10 +90,13 @@ class Model:
 
     def of(self, name: str) -> tuple[float, float, float]:
         """(overhead, factor, factor in the cache) of ``name``; an algorithm never measured gets
-        the mean of those that were (a new one is Python like the others)."""
+        the mean of those that were (a new one is Python like the others), MPI's own that of
+        ``native`` (the same library)."""
         if name in self.algorithms:
             return self.algorithms[name]
-        mine = [v for k, v in self.algorithms.items() if k != "native"] or [(0.0, 1.0, 1.0)]
+        if mpi_own(name) and "native" in self.algorithms:
+            return self.algorithms["native"]
+        mine = [v for k, v in self.algorithms.items() if not mpi_own(k)] or [(0.0, 1.0, 1.0)]
         o, f, c = (float(np.mean(column)) for column in zip(*mine))
         return o, f, c
 
@@ -234,7 +237,7 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     latency + factor·memory + wire + overhead·rounds, the factor weighted by how much of the
     working set is in the cache."""
     from .algorithm import Layout, build_schedule, get
-    if name == "native":
+    if mpi_own(name):
         return _native_components(nbytes, nodes, model, itemsize)
     size = sum(map(len, nodes))
     node_of = [0] * size
@@ -272,13 +275,23 @@ def exact(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], itemsize: 
     """Whether :func:`components` runs every rank's schedule for this case (else lockstep)."""
     from .algorithm import Layout, build_schedule, get
     size = sum(map(len, nodes))
-    if name == "native":
+    if mpi_own(name):
         return all(exact(shape, nbytes, nodes, itemsize) for shape in NATIVE_SHAPES)
     if size > EVENT_RANKS:
         return False
     first = build_schedule(get(name), Layout(0, size, nodes), max(1, nbytes // itemsize),
                            _options(itemsize))
     return _events(size, first)
+
+
+@lru_cache(maxsize=None)
+def mpi_own(name: str) -> bool:
+    """Whether ``name`` is the MPI library's own allreduce (predicted as :data:`NATIVE_SHAPES`)."""
+    from .algorithm import UnknownAlgorithmError, get
+    try:
+        return get(name).mpi
+    except UnknownAlgorithmError:
+        return False
 
 
 def _options(itemsize: int) -> Options:

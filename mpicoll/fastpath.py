@@ -28,7 +28,7 @@ import numpy as np
 from mpi4py.MPI import IN_PLACE
 
 from . import check, inflight, timing, watchdog
-from .algorithm import Algorithm, native
+from .algorithm import Algorithm
 from .context import CachedPlan, Context
 from .engine import bind, run_bound
 from .ops import Op
@@ -81,7 +81,7 @@ class Shortcut:
     """Runs a blocking allreduce of one kind; made by the full path after such a call ran."""
 
     __slots__ = ("comm", "op_arg", "algorithm_arg", "dtype", "shape", "strides", "in_place",
-                 "flat", "ctx", "op", "tag_high", "schedule", "rounds", "tmp", "native",
+                 "flat", "ctx", "op", "tag_high", "schedule", "rounds", "tmp", "native", "blocks",
                  "name", "post", "mpi_op", "average", "last_send", "last_recv", "bound",
                  "bound_recv", "window", "node", "memory")
 
@@ -93,7 +93,9 @@ class Shortcut:
         self.ctx, self.op = ctx, op
         self.tag_high = ctx.tag_base(kind_bits)
         self.native = schedule is None
-        self.post, self.mpi_op, self.average = ctx.comm.Iallreduce, op.mpi, op.average
+        self.blocks = algorithm.blocks  # MPI's blocking Allreduce (nothing else is in flight)
+        self.post: Any = ctx.comm.Allreduce if self.blocks else ctx.comm.Iallreduce
+        self.mpi_op, self.average = op.mpi, op.average
         self.name = algorithm.name  # what runs
         self.schedule = schedule
         self.rounds = rounds
@@ -114,7 +116,7 @@ class Shortcut:
         """A shortcut for calls like this one (``plan``: the cached plan that ran, None for
         native), or None if the fast path cannot run them. Whatever would change that later
         (:func:`forget`'s callers) drops the shortcut, so a call need not look again."""
-        if type(send) is not np.ndarray or (plan is None and algorithm is not native.ALGORITHM) \
+        if type(send) is not np.ndarray or (plan is None and not algorithm.mpi) \
                 or check.every_call or timing._active is not None or watchdog._thread is not None:
             return None
         if plan is None:
@@ -171,11 +173,12 @@ class Shortcut:
                     np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
                     sendbuf = recv
                 request = self.post(IN_PLACE if sendbuf is recv else sendbuf, recv, self.mpi_op)
-                for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
-                    if request.Test():
-                        break
-                else:
-                    request.Wait()
+                if not self.blocks:  # MPI_Allreduce returned done: None
+                    for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
+                        if request.Test():
+                            break
+                    else:
+                        request.Wait()
             else:
                 tag = self.tag_high + next(ctx._tags) % ctx._sequence_mod
                 if recv is not self.bound_recv or sendbuf is not self.last_send:

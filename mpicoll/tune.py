@@ -20,7 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _env
-from .costmodel import BUILTIN, Model, components, fit_algorithm, predict
+from .costmodel import BUILTIN, Model, components, fit_algorithm, mpi_own, predict
 
 __all__ = ["candidates", "measure_links", "measure_gamma", "cache_size", "fit", "save", "load",
            "model_in_force", "TUNING_ENV"]
@@ -135,7 +135,8 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
     emit(f"# the working set fits in {model.cache_bytes >> 20} MiB of cache "
          f"(of {cache_bytes >> 20}); rms error {np.sqrt(best[0]):.0%} in the fit")
     for name, (overhead, factor, cached) in model.algorithms.items():
-        emit(f"# {name:>13}: {overhead * 1e6:6.2f} us per {'call' if name == 'native' else 'round'}, "
+        emit(f"# {name:>15}: {overhead * 1e6:6.2f} us per "
+             f"{'call' if mpi_own(name) else 'round'}, "
              f"bytes x{factor:.2f} (x{cached:.2f} in the cache)")
     return model
 

@@ -100,6 +100,21 @@ def test_a_tuning_file_round_trips_and_auto_follows_it(tmp_path, monkeypatch):
         mpicoll.reload_environment()
 
 
+def test_mpis_blocking_call_is_predicted_as_native_until_tune_fits_it():
+    """native-blocking has native's shapes; without figures of its own it takes native's, so
+    the built-in model never prefers it (native comes first); fitted ones apply."""
+    for n in (8, 8192, 1 << 22):
+        assert predict("native-blocking", n, one_node(4), costmodel.BUILTIN) == \
+            predict("native", n, one_node(4), costmodel.BUILTIN)
+        assert select.choose(n, Layout(0, 2, one_node(2)),
+                             ("native", "native-blocking")) == "native"
+    fitted = dataclasses.replace(costmodel.BUILTIN, algorithms={
+        **costmodel.BUILTIN.algorithms, "native-blocking": (0.0, 1.0, 1.0)})
+    assert predict("native-blocking", 8, one_node(4), fitted) < \
+        predict("native", 8, one_node(4), fitted)
+    assert costmodel.mpi_own("native-blocking") and not costmodel.mpi_own("rd")
+
+
 def test_on_the_layout_tune_measured_its_measurements_decide():
     """What tune measured fastest near a size wins there; elsewhere, and on other layouts, the
     predictions decide."""

@@ -27,6 +27,7 @@ MODULES = (
     "sparse_regions",
     "shm",
     "native",
+    "native_blocking",
 )
 
 for _module in MODULES:

@@ -99,6 +99,7 @@ class Call:
     path: Transport
     tags: tuple[int, ...]
     fingerprint: Channel | None = None
+    blocking: bool = False  # the caller waits for it (allreduce, not iallreduce)
 
 
 RunFn = Callable[["Algorithm", Call], Iterator[Union[Stage, Ran]]]
@@ -121,6 +122,10 @@ class Algorithm:
             only travel between nodes: on one node it runs plain).
         tunables: environment variables that change its plans.
         tags: message tags one call takes (each stage of a multi-stage run needs its own).
+        mpi: the MPI library's own allreduce (no schedule: the cost model predicts it as MPI's
+            usual algorithms).
+        blocks: its blocking calls block in an MPI collective, which never matches a
+            nonblocking one: whether a call blocks is compared by the fingerprint check.
     """
 
     name: str
@@ -134,6 +139,8 @@ class Algorithm:
     compresses_in_node: bool = True
     tunables: tuple[str, ...] = ()
     tags: int = 1
+    mpi: bool = False
+    blocks: bool = False
 
     def __post_init__(self) -> None:
         if (self.plan is None) == (self.run is None):

@@ -26,7 +26,7 @@ from .base import Algorithm, Call
 if TYPE_CHECKING:
     from ..ops import Op
 
-__all__ = ["ALGORITHM", "NativeExecution", "exact"]
+__all__ = ["ALGORITHM", "NativeExecution", "exact", "first_buffer"]
 
 _OPEN_MPI = MPI.Get_library_version().startswith("Open MPI")
 
@@ -37,7 +37,7 @@ def exact(dtype) -> bool:
     return not (_OPEN_MPI and dtype.kind in "iu" and dtype.itemsize <= 2)
 
 
-def _first(send: Any, recv: Any, op: Op, size: int) -> Any:
+def first_buffer(send: Any, recv: Any, op: Op, size: int) -> Any:
     """What MPI takes as the send buffer: ``MPI_IN_PLACE`` in place, and for an average, whose
     contribution is divided into ``recv`` first, as the prologue of every schedule does."""
     if op.average:
@@ -90,7 +90,7 @@ class NativeExecution:
     def _post(self) -> None:
         call = self._call
         if call is not None:
-            first = _first(call.send, call.recv, call.op, call.ctx.size)
+            first = first_buffer(call.send, call.recv, call.op, call.ctx.size)
             self._request = call.ctx.comm.Iallreduce(first, call.recv, call.op.mpi)
             self._call = None
 
@@ -109,4 +109,4 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[NativeExecution]:
 
 
 ALGORITHM = Algorithm("native", "the MPI library's own MPI_Iallreduce, for comparison and auto",
-                      run=run, tags=0)
+                      run=run, tags=0, mpi=True)

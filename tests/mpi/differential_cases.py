@@ -65,7 +65,7 @@ def draw_case(seed, case, comms):
     ops = OPS if dtype.kind != "c" else ["sum", "prod"]
     op = ops[rng.integers(len(ops))]
     algorithm = ALGORITHMS[rng.integers(len(ALGORITHMS))]
-    if algorithm == "native" and not native.exact(dtype):
+    if algorithm != "auto" and get(algorithm).mpi and not native.exact(dtype):
         algorithm = "auto"  # Open MPI's own 8/16-bit sums saturate: known, and not ours to test
     if algorithm != "auto" and get(algorithm).one_node and len(context.of(comm).layout.nodes) > 1:
         algorithm = "auto"  # shm on several (emulated) nodes is refused: shm_cases tests that

@@ -2,6 +2,7 @@
 (see tests/test_reliability.py): completion in any order, threads, error feedback after NaN."""
 
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -28,6 +29,22 @@ def test_requests_complete_in_any_order(algorithm, count):
         ya, yb = ra.wait(), rb.wait()
     p = WORLD.Get_size()
     assert_everywhere(WORLD, np.all(ya == p) and np.all(yb == 2 * p), "wrong sums")
+
+
+@pytest.mark.parametrize("count", [2, 2048, 300_000])
+def test_a_blocking_mpi_allreduce_among_requests_in_flight(count):
+    """native-blocking blocks in MPI_Allreduce; with ring requests in flight (waited on after
+    it, in any order) a helper thread blocks there while this one drives them: rank 0 starts
+    its wait only after a pause, so the others' blocking calls find its requests unfinished."""
+    a, b = np.full(count, 1.0, np.float32), np.full(count, 2.0, np.float32)
+    ra, rb = mpicoll.iallreduce(a, algorithm="ring"), mpicoll.iallreduce(b, algorithm="ring")
+    if WORLD.Get_rank() == 0:
+        time.sleep(0.05)
+    y = mpicoll.allreduce(np.full(count, 3.0, np.float32), algorithm="native-blocking")
+    yb, ya = (rb.wait(), ra.wait()) if WORLD.Get_rank() % 2 else (ra.wait(), rb.wait())[::-1]
+    p = WORLD.Get_size()
+    assert_everywhere(WORLD, np.all(ya == p) and np.all(yb == 2 * p) and np.all(y == 3 * p),
+                      "wrong sums")
 
 
 def test_reverse_order_with_many_requests_and_a_sparse_codec():

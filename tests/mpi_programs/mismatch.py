@@ -26,6 +26,8 @@ odd = rank == comm.Get_size() - 1  # the last rank disagrees
 args = {"count": 1000, "dtype": "f4", "algorithm": "ring", "codec": None}
 if case.endswith("-shm"):  # shared memory: the check is the first barrier of blocking calls
     args["algorithm"], case = "shm", case[:-len("-shm")]
+if case.endswith("-mpi"):  # MPI's blocking MPI_Allreduce, which no nonblocking call matches
+    args["algorithm"], case = "native-blocking", case[:-len("-mpi")]
 
 
 def call_of(odd: bool) -> tuple[dict, bool]:
