@@ -10,6 +10,10 @@ frames are allgathered and each decoded into its region, so every rank ends with
 A rank sends and parses about two frames' worth, where ``sparse-allgather`` moves and parses p;
 the region's owner encodes once more.
 
+Where a region's sum has filled in so far that its sparse frame outweighs a dense one (``fp16``,
+2 bytes a value), its owner sends the dense frame instead; frames are decoded by the codec that
+wrote them, and a call where some region switched says so in its record (``:dense-regions``).
+
 What the second encode drops, the region's owner owes: with error feedback it joins that rank's
 residual, beside what its first encode did not send, so what every rank sent plus what all owe
 is still the sum of the inputs. As in ``sparse-allgather``, the frame lengths are summed first
@@ -24,6 +28,7 @@ from typing import Iterator
 import numpy as np
 
 from .. import codecs
+from ..codecs.wire import frame_bytes, peek_codec_id
 from .._array import array_module
 from ..engine import Buffers, Execution
 from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
@@ -33,6 +38,14 @@ from .sparse_allgather import (FALLBACK, allgather_frames, contribution, dense_f
                                lengths_call)
 
 NAME = "sparse-regions"
+DENSE = "fp16"  # a region's frame when its sum has filled in
+
+
+class _ByFrame:
+    """Decodes each frame with the codec that wrote it: a region may have switched to dense."""
+
+    decode = staticmethod(codecs.decode)
+    decode_add = staticmethod(codecs.decode_add)
 
 
 def bounds(count: int, size: int) -> list[int]:
@@ -89,10 +102,13 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
                     call.path.bind(schedule, bufs))
     region = recv[edges[me]:edges[me + 1]]
     reduced = codecs.from_config(codec.get_config()).encode(region)  # the parameters, not the state
+    if reduced.size > 2 * region.size:  # filled in: a dense frame may be smaller
+        dense = codecs.get(DENSE).encode(region)
+        reduced = dense if dense.size < reduced.size else reduced
     if feedback is not None:  # what the second encode drops, this region's owner owes
         owed = given[edges[me]:edges[me + 1]]
         owed += region
-        codec.decode_sub(reduced, owed)
+        codecs.decode_sub(reduced, owed)
         feedback.keep_finite(given)
     sizes = np.zeros(p, np.int64)
     sizes[me] = reduced.size
@@ -102,8 +118,12 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     start = int(sizes[:me].sum())
     wire[start:start + reduced.size] = reduced
     bufs = Buffers(send, recv, xp.empty(0, send.dtype), wire)
-    yield Execution(schedule, call.op, ctx.comm, call.tags[3], bufs, codec, call.record,
-                    call.path.bind(schedule, bufs))
+    yield Execution(schedule, call.op, ctx.comm, call.tags[3], bufs, _ByFrame(),  # type: ignore[arg-type]
+                    call.record, call.path.bind(schedule, bufs))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    if any(peek_codec_id(frame_bytes(wire[starts[r]:starts[r + 1]])) != codec.codec_id
+           for r in range(p)):
+        yield Ran(NAME, codecs.spec(feedback or codec) + ":dense-regions")
 
 
 ALGORITHM = Algorithm(NAME, "a sparse reduce-scatter over index regions, then an allgather of "

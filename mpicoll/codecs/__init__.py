@@ -21,7 +21,7 @@ from .registry import (UnknownCodecError, available, class_for_id, from_config, 
 from .wire import CodecError
 
 __all__ = ["Codec", "CodecError", "ErrorFeedback", "UnknownCodecError", "available", "decode",
-           "decode_add", "from_config", "get", "parse", "register", "spec"]
+           "decode_add", "decode_sub", "from_config", "get", "parse", "register", "spec"]
 
 
 @cache
@@ -42,3 +42,8 @@ def decode(frame, out=None) -> np.ndarray:
 def decode_add(frame, acc: np.ndarray) -> np.ndarray:
     """Add the values of a frame of any registered codec into ``acc``."""
     return _codec_for(frame).decode_add(frame, acc)
+
+
+def decode_sub(frame, acc: np.ndarray) -> np.ndarray:
+    """Subtract the values of a frame of any registered codec from ``acc``."""
+    return _codec_for(frame).decode_sub(frame, acc)

@@ -115,6 +115,28 @@ def test_sparse_regions_is_exact_when_every_rank_keeps_the_same_elements():
                           f"not the exact sum (in place: {inplace})")
 
 
+def test_a_region_that_filled_in_goes_dense_and_owes_the_rest():
+    """Top 40% of float64, sent as float64: each region's sum keeps 40% of its elements at about
+    9 bytes each, more than fp16's 2 a value: its owner sends the region as fp16, every rank
+    decodes each frame with its own codec and the record says so; with error feedback what fp16
+    lost is owed. (From 5 ranks the first frames already outweigh the dense ring's 2·n: the
+    fallback.)"""
+    codec = codecs.get("topk", ratio=0.4, value_dtype=None)
+    ef = codecs.ErrorFeedback(codecs.get("topk", ratio=0.4, value_dtype=None))
+    x = normal(20_000, dtype="f8")
+    given = native(WORLD, x, "sum")
+    for c, spec in ((codec, "topk"), (ef, "topk+ef")):
+        with timing.recording() as rec:
+            out = mpicoll.allreduce(x, codec=c, algorithm=REGIONS)
+        assert_everywhere(WORLD, same_on_all_ranks(WORLD, out), "ranks differ")
+        p = WORLD.Get_size()
+        path = spec if p == 1 else f"{spec}:dense-regions" if p <= 4 else f"{spec}:dense-fallback"
+        assert rec.records[0].codec == path, rec.records[0].codec
+    total = native(WORLD, ef.residual, "sum")
+    assert_everywhere(WORLD, np.allclose(out + total, given, rtol=0, atol=1e-9),
+                      f"lost {np.abs(out + total - given).max()}")
+
+
 def test_sparse_regions_fall_back_to_dense_for_tiny_arrays():
     """Three elements on up to five ranks (empty regions): the frames outweigh a dense ring."""
     x = normal(3)
