@@ -6,7 +6,7 @@ import os
 
 from mpi4py import MPI
 
-__all__ = ["SPINS", "SHARED_CORE_SPINS", "spins", "complete"]
+__all__ = ["SPINS", "SHARED_CORE_SPINS", "spins", "complete", "threads_allow"]
 
 SPINS = range(32)
 """How many ``Test`` calls a waiting call spins before it blocks in ``Wait``: spinning answers
@@ -22,6 +22,12 @@ def spins(ranks_on_node: int) -> range:
     """The spins for a rank whose node runs ``ranks_on_node`` ranks."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return SPINS if ranks_on_node <= (cores or 1) else SHARED_CORE_SPINS
+
+
+def threads_allow() -> bool:
+    """Whether a helper thread may block in MPI while another drives the rest
+    (``MPI_THREAD_MULTIPLE``, mpi4py's default)."""
+    return MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
 
 def complete(request: MPI.Request, spin: range = SPINS) -> None:

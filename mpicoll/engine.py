@@ -431,7 +431,8 @@ def bind(rounds: tuple, arrays: tuple, window: NodeWindow | None = None) -> tupl
 def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedule) -> None:
     """Run rounds from :func:`bind` to the end: what :class:`Execution` does for a blocking call
     alone, without its per-round objects."""
-    index, stamp = 0, tag  # type: tuple[int, int | None]  # the first barrier is stamped
+    index = 0
+    stamp: int | None = tag  # the first barrier is stamped (mpicoll.node_window)
     try:
         for index, (pair, receives, sends, steps, barrier) in enumerate(rounds):
             if pair:

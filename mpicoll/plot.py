@@ -44,7 +44,8 @@ def figure(rows: np.ndarray, title: str, out: str, native: str = "native MPI_All
         sel = rows[(rows["algorithm"] == name) & (rows["codec"] == codec)]
         label = name.decode() + (f" + {codec.decode()}" if codec else "")
         series.append((label, sel["size"], sel["time_us"], sel["busbw"], sel["ratio"]))
-    mpi_own = {"native": "--", "native-blocking": ":"}  # MPI's allreduce through mpicoll
+    from .algorithm import registered  # MPI's own allreduce through mpicoll: black, dashed
+    mpi_own = dict(zip((a.name for a in registered() if a.mpi), ("--", ":", "-.")))
     for label, size, time_us, busbw, ratio in series:
         style = dict(marker="o", ms=3, label=label, lw=2.5 if label == native else 1.5,
                      color="black" if label == native or label in mpi_own else None,

@@ -80,8 +80,8 @@ def test_a_mismatch_after_agreed_calls_is_caught_with_check_on_every_call(case):
 @pytest.mark.parametrize("case", ["count-shm", "dtype-shm", "count-shm --nonblocking"])
 def test_shared_memory_calls_of_verified_kinds_that_differ_raise(case, nprocs):
     """Both calls were agreed earlier, so neither is checked again; in shared memory no message
-    tag keeps them apart, and each rank read the others' inputs at its own offsets: rank 0 of
-    two returned 12 where 21 was right, and no rank raised. The stamps of the first barrier now
+    tag keeps them apart, and each rank read the others' inputs at its own offsets: wrong bits,
+    and no rank raised. The stamps of the first barrier now
     differ: every rank raises, on the fast path and in the engine (nonblocking)."""
     code, out = launch(nprocs, str(PROGRAMS / "mismatch.py"), *case.split(), "--verified",
                        timeout=30)

@@ -24,15 +24,11 @@ from typing import Any, Iterator
 from mpi4py import MPI
 
 from .. import watchdog
+from .._mpi import threads_allow
 from .base import Algorithm, Call
 from .native import NativeExecution, first_buffer
 
-__all__ = ["ALGORITHM", "BlockingExecution", "threads_allow"]
-
-
-def threads_allow() -> bool:
-    """Whether a helper thread may block in MPI while this one drives the rest."""
-    return MPI.Query_thread() == MPI.THREAD_MULTIPLE
+__all__ = ["ALGORITHM", "BlockingExecution"]
 
 
 class BlockingExecution(NativeExecution):

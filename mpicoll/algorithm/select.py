@@ -5,9 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from mpi4py import MPI
-
 from .. import costmodel, tune
+from .._mpi import threads_allow
 from .base import Algorithm, Layout
 from .registry import AUTO, get, registered
 
@@ -84,8 +83,8 @@ def resolve(asked: Algorithm | str | None, nbytes: int, layout: Layout, codec_ki
         return asked
     one_node = len(layout.nodes) == 1
     fits = _fitting(layout, commutative, lambda a: accepts(a, codec_kind)
-                    and (a.plan is not None or (native and a.mpi and not (
-                        a.blocks and MPI.Query_thread() != MPI.THREAD_MULTIPLE)))
+                    and (a.plan is not None
+                         or (native and a.mpi and (threads_allow() or not a.blocks)))
                     and not (codec_kind and one_node and not a.compresses_in_node))
     return get(choose(nbytes, layout, tuple(a.name for a in fits), itemsize))
 
