@@ -16,7 +16,7 @@ import mpicoll
 
 x = np.ones(2, np.float32)
 y = np.empty_like(x)
-for name in ("ring", "tree", "rd", "native", "auto"):
+for name in ("ring", "tree", "rd", "native", "native-blocking", "auto"):
     for _ in range(2000):
         mpicoll.allreduce(x, y, algorithm=name)
     best = float("inf")
@@ -25,4 +25,4 @@ for name in ("ring", "tree", "rd", "native", "auto"):
         for _ in range(20000):
             mpicoll.allreduce(x, y, algorithm=name)
         best = min(best, (time.perf_counter() - t0) / 20000)
-    print(f"{name:>5}: {best * 1e6:.2f} us per call")
+    print(f"{name:>15}: {best * 1e6:.2f} us per call")

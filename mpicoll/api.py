@@ -63,9 +63,10 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
     """
     shortcut = fastpath.last
     if shortcut is not None and codec is None:
-        result = shortcut(sendbuf, recvbuf, op, algorithm, comm)
-        if result is None:
-            result = fastpath.retry(sendbuf, recvbuf, op, algorithm, comm)
+        result = shortcut.run(sendbuf, recvbuf, op, algorithm, comm)
+        if result is not None:
+            return result
+        result = fastpath.retry(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
             return result
     request, shortcut, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)

@@ -161,6 +161,13 @@ class MLP:
     def accuracy(self, x: np.ndarray, y: np.ndarray) -> float:
         return float((np.argmax(self.logits(x), axis=1) == y).mean())
 
+    def loss(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Mean cross-entropy over ``x`` (no batch noise: what a run ends at, to compare runs)."""
+        logits = self.logits(x)
+        logits -= logits.max(axis=1, keepdims=True)
+        log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        return float(-log_p[np.arange(len(y)), y].mean())
+
 
 def bucket_manager(model: MLP, s: Settings, comm: MPI.Intracomm) -> BucketManager:
     """One tensor per layer, in the order the backward pass makes them ready, and byte caps that
@@ -294,6 +301,7 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
         "epochs": epochs,
         "train_accuracy": epochs[-1]["train_accuracy"],
         "test_accuracy": epochs[-1]["test_accuracy"],
+        "train_loss": model.loss(data.x_train, data.y_train),  # the final model, every sample
         "timing": {"warmup_steps": warmup, "measured_steps": steps - warmup,
                    "step_s": _summary(step_s[measured]),
                    "compute_s": _summary(compute_s[measured]),

@@ -20,12 +20,12 @@ fingerprint check the full path then makes again, on every rank alike).
 
 from __future__ import annotations
 
+import itertools
 import threading
-from threading import get_ident
 from typing import Any
 
 import numpy as np
-from mpi4py.MPI import IN_PLACE
+from mpi4py.MPI import IN_PLACE, Datatype
 
 from . import check, inflight, timing, watchdog
 from .algorithm import Algorithm
@@ -61,7 +61,7 @@ def retry(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any
     """The result from an older shortcut that fits the call (it becomes the first tried), or
     None: the full path must run it."""
     for shortcut in list(older):
-        result = shortcut(sendbuf, recvbuf, op, algorithm, comm)
+        result = shortcut.run(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
             keep(shortcut)
             return result
@@ -82,7 +82,7 @@ class Shortcut:
 
     __slots__ = ("comm", "op_arg", "algorithm_arg", "dtype", "shape", "strides", "in_place",
                  "flat", "ctx", "op", "tag_high", "schedule", "rounds", "tmp", "native", "blocks",
-                 "name", "post", "mpi_op", "average", "last_send", "last_recv", "bound",
+                 "name", "post", "mpi_op", "mpi_type", "average", "last_send", "last_recv", "bound",
                  "bound_recv", "window", "node", "memory")
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context,
@@ -96,6 +96,11 @@ class Shortcut:
         self.blocks = algorithm.blocks  # MPI's blocking Allreduce (nothing else is in flight)
         self.post: Any = ctx.comm.Allreduce if self.blocks else ctx.comm.Iallreduce
         self.mpi_op, self.average = op.mpi, op.average
+        try:  # (else mpi4py finds it from the buffer at each call)
+            self.mpi_type: Datatype | None = Datatype.fromcode(send.dtype.char) \
+                if send.dtype.isnative else None
+        except (KeyError, ValueError):
+            self.mpi_type = None
         self.name = algorithm.name  # what runs
         self.schedule = schedule
         self.rounds = rounds
@@ -127,22 +132,36 @@ class Shortcut:
         return Shortcut(args, send, recv is send, ctx, kind_bits, op, algorithm, plan.schedule,
                         rounds)
 
-    def __call__(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
+    def _specs(self, sendbuf: np.ndarray, recv: np.ndarray) -> tuple:
+        """MPI's buffer arguments for these arrays, kept while they are the call's: a buffer
+        given with its datatype is read by mpi4py in a fifth less time than an array."""
+        def spec(array: np.ndarray) -> Any:
+            return array if self.mpi_type is None else [array, self.mpi_type]
+        return IN_PLACE if sendbuf is recv or self.average else spec(sendbuf), spec(recv)
+
+    def run(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
         """The result of ``allreduce(sendbuf, recvbuf, op=op, algorithm=algorithm,
         comm=comm)``, or None when the full path must run it."""
         if comm is not self.comm or (op is not self.op_arg and op != self.op_arg) \
                 or algorithm != self.algorithm_arg:
             return None
-        dtype, shape, strides = self.dtype, self.shape, self.strides
+        dtype = self.dtype
         if sendbuf is self.last_send and recvbuf is self.last_recv and recvbuf is not None:
-            # The arrays of the last call: only what NumPy lets change in place is looked at.
-            if sendbuf.dtype is not dtype or sendbuf.shape != shape or sendbuf.strides != strides \
-                    or recvbuf.dtype is not dtype or recvbuf.shape != shape \
-                    or recvbuf.strides != strides or not recvbuf.flags.writeable:
+            # The arrays of the last call: only what NumPy lets change in place is looked at,
+            # never their size (a shape set in place keeps it; one held here cannot be resized).
+            # MPI's own allreduce takes the buffers as they are now and refuses a read-only or
+            # non-contiguous one itself (then the full path says why): the dtypes are enough.
+            if sendbuf.dtype is not dtype or recvbuf.dtype is not dtype:
+                return None
+            if not self.native and (sendbuf.shape != self.shape or recvbuf.shape != self.shape
+                                    or sendbuf.strides != self.strides
+                                    or recvbuf.strides != self.strides
+                                    or not recvbuf.flags.writeable):  # views bound to the old
                 return None
             recv = recvbuf
         elif type(sendbuf) is not np.ndarray or sendbuf.dtype is not dtype \
-                or sendbuf.shape != shape or sendbuf.strides != strides:
+                or sendbuf.shape != (shape := self.shape) \
+                or sendbuf.strides != (strides := self.strides):
             return None
         elif self.in_place:
             if recvbuf is not sendbuf:
@@ -163,16 +182,23 @@ class Shortcut:
             return None  # the window grew since: every rank must use the new one
         if inflight._outstanding:  # the progress engine must drive them while this one waits
             return None
-        if get_ident() != ctx._owner or ctx.busy:  # ctx.claim(), inlined
-            ctx.claim()  # ConcurrentUseError if another thread is in a collective here
-        next(ctx._calls)  # numbered (and tagged) as on the full path: the ranks stay in step
+        if ctx.busy:  # ctx.claim(), inlined: with nothing in flight, only a blocking call
+            ctx.claim()  # of another thread's can be here: ConcurrentUseError
+        number = next(ctx._calls)  # numbered (and tagged) as on the full path: in step
         ctx.busy = True
         try:
             if self.native:  # NativeExecution, inlined: this path's budget is half a microsecond
+                if recv is not self.bound_recv or sendbuf is not self.last_send:
+                    self.bound, self.bound_recv = self._specs(sendbuf, recv), recv
                 if self.average:
                     np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
-                    sendbuf = recv
-                request = self.post(IN_PLACE if sendbuf is recv else sendbuf, recv, self.mpi_op)
+                send_spec, recv_spec = self.bound
+                try:
+                    request = self.post(send_spec, recv_spec, self.mpi_op)
+                except (BufferError, ValueError):  # refused, nothing sent: the full path says why
+                    ctx._calls = itertools.count(number)
+                    self.last_send = self.last_recv = None
+                    return None
                 if not self.blocks:  # MPI_Allreduce returned done: None
                     for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
                         if request.Test():

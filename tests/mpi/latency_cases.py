@@ -75,6 +75,32 @@ def test_views_take_the_fast_path_unless_they_overlap():
         mpicoll.allreduce(z[:10], z[5:15], algorithm="ring")
 
 
+@pytest.mark.parametrize("algorithm", ["native", "native-blocking", "rd"])
+def test_arrays_changed_in_place_between_fast_calls(algorithm):
+    """The fast path looks only at what can change in place on the arrays of the last call:
+    a dtype set in place is a new kind (the full path checks it), a read-only flag gets the
+    full path's error on every rank, a shape of the same size keeps the kind; the ranks stay
+    in step throughout (a later call of another kind agrees)."""
+    p = WORLD.Get_size()
+    x, y = np.arange(8, dtype=np.float32), np.empty(8, np.float32)
+    for _ in range(2):
+        mpicoll.allreduce(x, y, algorithm=algorithm)
+    x.dtype = y.dtype = np.int32  # the same bytes, read as integers
+    x[...] = np.arange(8)
+    mpicoll.allreduce(x, y, algorithm=algorithm)
+    ok = y.dtype == np.int32 and np.array_equal(y, np.arange(8) * p)
+    y.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        mpicoll.allreduce(x, y, algorithm=algorithm)
+    y.flags.writeable = True
+    x.shape = y.shape = (2, 4)
+    for _ in range(2):
+        mpicoll.allreduce(x, y, algorithm=algorithm)
+    ok &= np.array_equal(y.ravel(), np.arange(8) * p)
+    z = mpicoll.allreduce(np.ones(5), algorithm="rd")
+    assert_everywhere(WORLD, ok and np.all(z == p), f"{algorithm}: wrong result")
+
+
 @pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs two ranks")
 def test_blocking_calls_while_requests_are_in_flight():
     """A blocking call of a verified kind while a nonblocking one is in flight: the full path
