@@ -29,9 +29,11 @@ from . import wire
 from .abc import Codec, checked_input
 from .wire import CodecError
 
-__all__ = ["SparseCodec", "kept_count", "value_dtype_name", "varint_decode", "varint_encode"]
+__all__ = ["SparseCodec", "above", "kept_count", "value_dtype_name", "varint_decode",
+           "varint_encode"]
 
 _MAX_VARINT = 9  # 63 bits: every index fits an int64
+_CHUNK = 1 << 18  # elements per step of the candidate pass: their magnitudes and mask stay cached
 
 
 def varint_encode(values: np.ndarray) -> np.ndarray:
@@ -186,6 +188,32 @@ class SparseCodec(Codec):
     def _max_payload_nbytes(self, count, dtype):
         itemsize = np.dtype(self.value_dtype or dtype).itemsize
         return self._max_kept(count) * (itemsize + _varint_nbytes(max(count - 1, 0)))
+
+
+def above(flat, t, inclusive: bool):
+    """``(indices, magnitudes)`` of the elements whose magnitude is above ``t`` (or at it, if
+    ``inclusive``), NaN included, in order: the pass over every element that topk and threshold
+    make. On the host it goes a chunk at a time, so that the chunk's magnitudes and mask stay in
+    the cache and the kept magnitudes are read from there (the whole array's magnitudes and mask
+    would be two more trips to memory, and gathering the kept ones afterwards a cache miss each)."""
+    xp = array_module(flat)
+    below = xp.less if inclusive else xp.less_equal
+    if xp is not np:
+        magnitude = xp.abs(flat)
+        idx = xp.flatnonzero(~below(magnitude, t))
+        return idx, magnitude[idx]
+    chunk = max(1, min(flat.size, _CHUNK))
+    magnitude, mask = np.empty(chunk, flat.dtype), np.empty(chunk, bool)
+    indices, magnitudes = [np.zeros(0, np.intp)], [np.zeros(0, flat.dtype)]
+    for start in range(0, flat.size, chunk):
+        m, k = magnitude[:flat.size - start], mask[:flat.size - start]
+        np.abs(flat[start:start + chunk], out=m)
+        below(m, t, out=k)
+        idx = np.flatnonzero(np.logical_not(k, out=k))
+        if idx.size:
+            indices.append(idx + start)
+            magnitudes.append(m[idx])
+    return np.concatenate(indices), np.concatenate(magnitudes)
 
 
 def kept_count(fraction: float, count: int) -> int:

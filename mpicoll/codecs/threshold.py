@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from .._array import array_module, to_host
-from .sparse import SparseCodec, kept_count, value_dtype_name
+from .sparse import SparseCodec, above, kept_count, value_dtype_name
 
 __all__ = ["Threshold"]
 
@@ -65,21 +65,19 @@ class Threshold(SparseCodec):
         xp = array_module(flat)
         if flat.size == 0:
             return xp.zeros(0, np.int64)
-        magnitude = xp.abs(flat)
         target = kept_count(self.density, flat.size)
-        t = self._threshold if self._threshold is not None else self._estimate(magnitude)
-        idx = xp.flatnonzero(~(magnitude <= t))
+        t = self._threshold if self._threshold is not None else self._estimate(flat)
+        idx, sent = above(flat, t, inclusive=False)
         self.kept, self.offered = self.kept + int(idx.size), self.offered + flat.size
-        sent = magnitude[idx]
         nxt = _next_threshold(t, to_host(sent[xp.isfinite(sent)]), target)
         self._threshold = nxt if math.isfinite(nxt) and nxt > 0 else None
         return idx
 
-    def _estimate(self, magnitude):
-        xp = array_module(magnitude)
-        n = magnitude.size
+    def _estimate(self, flat):
+        xp = array_module(flat)
+        n = flat.size
         m = min(n, max(_MIN_SAMPLE, math.ceil(100 / self.density)))
-        sample = magnitude[xp.asarray(self._rng.integers(0, n, m))] if m < n else magnitude
+        sample = xp.abs(flat[xp.asarray(self._rng.integers(0, n, m))] if m < n else flat)
         rank = min(m, kept_count(self.density, m))
         return float(xp.partition(sample, m - rank)[m - rank])
 

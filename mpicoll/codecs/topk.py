@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .._array import array_module
-from .sparse import SparseCodec, kept_count, value_dtype_name
+from .sparse import SparseCodec, above, kept_count, value_dtype_name
 
 __all__ = ["TopK"]
 
@@ -54,25 +54,25 @@ class TopK(SparseCodec):
     def _select(self, flat):
         xp = array_module(flat)
         k = kept_count(self.ratio, flat.size)
-        magnitude = xp.abs(flat)
         if self.method == "sampled" and k:
-            candidates = self._candidates(magnitude, k)
+            candidates, magnitudes = self._candidates(flat, k)
             if candidates.size >= k:
-                return xp.sort(candidates[_largest(magnitude[candidates], k)])
-        return xp.sort(_largest(magnitude, k))
+                return xp.sort(candidates[_largest(magnitudes, k)])
+        return xp.sort(_largest(xp.abs(flat), k))
 
-    def _candidates(self, magnitude, k):
-        """Indices with magnitude at or above a sampled threshold set to keep ~1.25 k + noise."""
-        xp = array_module(magnitude)
-        n = magnitude.size
+    def _candidates(self, flat, k):
+        """Indices and magnitudes of the elements at or above a sampled threshold set to keep
+        ~1.25 k + noise."""
+        xp = array_module(flat)
+        n = flat.size
         m = min(n, max(_MIN_SAMPLE, math.ceil(self.sample_ratio * n)))
         expected = m * k / n  # sample elements expected among the top k
         rank = math.ceil(1.25 * expected + 3 * math.sqrt(expected)) + 1
         if rank >= m:
-            return xp.arange(n)
-        sample = magnitude[xp.asarray(self._rng.integers(0, n, m))]
+            return xp.arange(n), xp.abs(flat)
+        sample = xp.abs(flat[xp.asarray(self._rng.integers(0, n, m))])
         threshold = xp.partition(sample, m - rank)[m - rank]
-        return xp.flatnonzero(~(magnitude < threshold))  # NaN included
+        return above(flat, threshold, inclusive=True)
 
 
 def _largest(magnitude, k):
