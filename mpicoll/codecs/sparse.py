@@ -46,11 +46,13 @@ def varint_encode(values: np.ndarray) -> np.ndarray:
         lengths += values >= np.uint64(1 << bits)
     starts = np.cumsum(lengths) - lengths
     stream = np.empty(int(lengths.sum()), np.uint8)
-    for j in range(int(lengths.max(initial=0))):
+    # every varint's first byte at once (no index list for all k), then those of the longer ones
+    more = (lengths > 1).view(np.uint8) << 7
+    stream[starts] = (values & np.uint64(0x7F)).astype(np.uint8) | more
+    for j in range(1, int(lengths.max(initial=0))):
         longer = np.flatnonzero(lengths > j)
-        group = (values[longer] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        more = (lengths[longer] > j + 1).astype(np.uint64) << np.uint64(7)
-        stream[starts[longer] + j] = group | more
+        group = ((values[longer] >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
+        stream[starts[longer] + j] = group | ((lengths[longer] > j + 1).view(np.uint8) << 7)
     return stream
 
 
@@ -71,7 +73,8 @@ def varint_decode(stream: np.ndarray, k: int) -> np.ndarray:
     if longest > _MAX_VARINT:
         raise CodecError(f"varint longer than {_MAX_VARINT} bytes")
     values = (stream[starts] & 0x7F).astype(np.uint64)
-    if longest > 1 and np.any(stream[ends[lengths > 1]] == 0):
+    # not minimal: a varint that ends in a zero byte after others (a byte that says "more")
+    if longest > 1 and np.any((stream[1:] == 0) & (stream[:-1] >= 0x80)):
         raise CodecError("varint with a redundant zero byte (not minimal)")
     for j in range(1, longest):
         longer = np.flatnonzero(lengths > j)
