@@ -71,6 +71,9 @@ def main() -> None:
     say = print if rank == 0 else (lambda *a, **k: None)
     say(f"# {MPI.Get_library_version().splitlines()[0].strip()}; µs, medians of {args.reps}; "
         f"columns: the destination's offset from a page boundary")
+    say("# where np.empty puts float32 arrays here, bytes past a page boundary: "
+        + ", ".join(f"{n * 4 >> 10} KiB at {np.empty(n, np.float32).ctypes.data % 4096}"
+                    for n in (2048, 32768, 1 << 18, 1 << 20)))
     say(f"{'':>28}" + "".join(f"{o:>9}" for o in OFFSETS))
 
     pool = Pool(64 << 20)

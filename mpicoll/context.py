@@ -83,7 +83,7 @@ class Context:
         self._calls = itertools.count()  # collectives started, the same on every rank
         self._tags = itertools.count()   # message tags taken (a collective takes one per stage)
         self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
-        self._owner: int | None = None   # the thread that started the last collective
+        self._owner: int | None = None   # the last thread to start one on the full path
         self.busy = False  # a blocking call on the fast path is running (mpicoll.fastpath)
         self._node_window: NodeWindow | None = None
         _LIVE.add(self)

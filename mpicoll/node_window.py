@@ -45,10 +45,10 @@ __all__ = ["NodeWindow", "NotOneNodeError", "free_all"]
 _CREATED = itertools.count()
 _OFFSET = 2048
 """Where the window's data starts in its first page. Copying cache-resident data into a
-destination 8 to 24 bytes past its source modulo 4096 runs 15 times slower here (4K aliasing in
+destination 16 bytes past its source modulo 4096 runs about ten times slower here (4K aliasing in
 glibc's memcpy), and NumPy puts large arrays 16 bytes past a page boundary: a window starting
-on one made every copy out of it into such an array that slow (shm at 256 KiB on 2 ranks took
-1.9 times as long as into an array elsewhere)."""
+on one made every copy out of it into such an array that slow (shm at 64-256 KiB on 2 ranks
+took up to 1.4 times as long as into an array elsewhere: benchmarks/page_offsets.py)."""
 
 
 class NotOneNodeError(ValueError):

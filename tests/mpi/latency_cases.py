@@ -101,6 +101,22 @@ def test_arrays_changed_in_place_between_fast_calls(algorithm):
     assert_everywhere(WORLD, ok and np.all(z == p), f"{algorithm}: wrong result")
 
 
+def test_an_average_into_an_output_made_read_only_is_refused_in_step():
+    """MPI's own average divides into the output before it calls MPI: an output made read-only
+    after earlier calls gets the full path's error, and the ranks stay in step."""
+    p = WORLD.Get_size()
+    x, y = np.full(6, float(p), np.float32), np.empty(6, np.float32)
+    for _ in range(2):
+        mpicoll.allreduce(x, y, op="avg", algorithm="native")
+    y.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        mpicoll.allreduce(x, y, op="avg", algorithm="native")
+    y.flags.writeable = True
+    mpicoll.allreduce(x, y, op="avg", algorithm="native")
+    z = mpicoll.allreduce(np.ones(5), algorithm="rd")
+    assert_everywhere(WORLD, bool(np.all(y == p) and np.all(z == p)), "wrong result")
+
+
 @pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs two ranks")
 def test_blocking_calls_while_requests_are_in_flight():
     """A blocking call of a verified kind while a nonblocking one is in flight: the full path
