@@ -8,6 +8,10 @@ residual, the selection, the rest of the encode (values, index varints, frame), 
 frame to the residual, the residual's finiteness check, then decoding ``--ranks`` frames into
 the result (the first written, the others added; each is parsed). The wire is not here: see
 the emulated-cluster tables in docs/results.md.
+
+Then the three CPU rates ``sparse-auto`` predicts with (mpicoll/algorithm/sparse_auto.py), for
+topk: seconds per byte of a frame parsed and added in (a top-1% frame of the array), per frame
+whatever its size (a top-1% frame of 1000 elements), and per element encoded (the whole array).
 """
 
 from __future__ import annotations
@@ -60,6 +64,20 @@ def main() -> None:
         total = add + select + encode + charge + finite + decode
         print(f"{name:>10} {add:9.2f} {select:8.2f} {encode:8.2f} {charge:8.2f} {finite:8.2f} "
               f"{decode:8.2f} {total:8.2f}", flush=True)
+    rates(x, args.repeats)
+
+
+def rates(x: np.ndarray, repeats: int) -> None:
+    """What sparse-auto's PARSE, FRAME and SELECT stand for, measured here (topk)."""
+    codec = codecs.get("topk")
+    frame, out = codec.encode(x), np.zeros_like(x)
+    small = codec.encode(x[:1000])
+    per_frame = median_ms(lambda: codec.decode_add(small, out[:1000]), repeats) * 1e-3
+    per_byte = (median_ms(lambda: codec.decode_add(frame, out), repeats) * 1e-3
+                - per_frame) / frame.size
+    per_element = median_ms(lambda: codec.encode(x), repeats) * 1e-3 / x.size
+    print(f"# sparse-auto's rates: PARSE {per_byte:.2e} s per frame byte ({frame.size} B frame), "
+          f"FRAME {per_frame:.1e} s per frame, SELECT {per_element:.2e} s per element")
 
 
 if __name__ == "__main__":

@@ -45,10 +45,11 @@ LAUNCH_ENV = {
 }
 
 # The inner pytest: -rfEs whatever the ini file says, so failures, errors and skip reasons are
-# always summarised (the FAILED/ERROR lines are what run_cases reads back); no colours, which
+# always summarised (the FAILED/ERROR lines are what run_cases reads back), and not the ini
+# file's other options (the outer run's --durations, from every rank); no colours, which
 # Open MPI's mpiexec would otherwise get (it hands the ranks a terminal) and which split them.
-INNER_PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short", "-rfEs",
-                "--color=no")
+INNER_PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--tb=short",
+                "-rfEs", "--color=no")
 
 # "FAILED tests/mpi/x.py::test_y[a b] - AssertionError: ..." / "ERROR tests/mpi/x.py - ..."
 _SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?\.py(?:::\S+?(?:\[.*?\])?)?)(?= - |\s*$)", re.M)

@@ -68,8 +68,8 @@ def test_auto_follows_capabilities():
             assert not select.resolve("auto", nbytes, layout, None, native=False).name == "native"
             # an op that is not commutative cannot go round a ring: auto keeps rank order
             assert not select.resolve("auto", nbytes, layout, None, commutative=False).needs_commutative
-    assert select.resolve("auto", 1 << 20, ONE_NODE, topk).name == "sparse-allgather"
-    assert select.resolve("ring", 1 << 20, ONE_NODE, topk).name == "sparse-allgather"
+    assert select.resolve("auto", 1 << 20, ONE_NODE, topk).name == "sparse-auto"
+    assert select.resolve("ring", 1 << 20, ONE_NODE, topk).name == "sparse-auto"
     assert select.resolve("ring", 8, Layout(0, 1, ((0,),)), topk).name == "ring"  # nothing travels
 
 
@@ -91,3 +91,18 @@ def test_what_cannot_run_is_refused_before_anything_is_sent():
 def test_tune_candidates_are_the_plain_algorithms():
     from mpicoll import tune
     assert tune.candidates() == names(plain=True)
+
+
+def test_sparse_auto_predicts_by_hand():
+    """Two ranks' frames of 1000 bytes (500 per region), 10**6 elements, links of 1 ms and 1 µs
+    a byte: the allgather moves one frame (1 ms + 1 ms) and parses both; regions move half a
+    frame each way, exchange lengths (two 1 ms latencies), gather the regions' sums made sparse
+    again (taken as all first frames / p: 1000 bytes, 500 from the other rank), parse a region's
+    frames and the reduced ones, and encode half the elements again."""
+    from mpicoll.algorithm import sparse_auto as s
+    wholes, lengths = np.array([1000, 1000]), np.array([[500, 500], [500, 500]])
+    times = s.predict(wholes, lengths, 10**6, 1e-3, 1e-6)
+    assert times["sparse-allgather"] == pytest.approx(1e-3 + 1e-3 + s.PARSE * 2000 + s.FRAME * 2)
+    regions = (1e-3 + 500e-6) + 2e-3 + (1e-3 + 500e-6) \
+        + s.PARSE * (1000 + 1000) + s.FRAME * 4 + s.SELECT * 500_000
+    assert times["sparse-regions"] == pytest.approx(regions)

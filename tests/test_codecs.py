@@ -586,3 +586,26 @@ def test_reserved_header_bytes_must_be_zero(name, offset):
     frame[offset] = 1
     with pytest.raises(CodecError, match="reserved"):
         codecs.decode(frame)
+
+
+@pytest.mark.parametrize("name", ["topk", "threshold"])
+def test_kept_nbytes_sizes_the_frames_without_building_them(name):
+    """The whole frame and the frames cut at the edges, sized from the kept indices alone, are
+    the frames that get built (sparse-auto exchanges these sizes before building any), and the
+    cut frames decode to what the whole one does."""
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        n, p = int(rng.integers(1, 3000)), int(rng.integers(1, 7))
+        value_dtype = ("float16", None)[trial % 2]
+        codec = codecs.get(name, value_dtype=value_dtype,
+                           **({"ratio": (0.001, 0.05, 1.0)[trial % 3]} if name == "topk"
+                              else {"density": (0.01, 0.3)[trial % 2]}))
+        x = (rng.standard_normal(n) * (1, 3e3)[trial % 2]).astype(("f2", "f4", "f8")[trial % 3])
+        x[:n // 3 if trial % 5 == 0 else 0] = 0
+        edges = [n * r // p for r in range(p + 1)]
+        kept, sent = codec.select_kept(x)
+        whole, regions = codec.kept_nbytes(x, kept, sent, edges)
+        frame, cut = codec.frames_kept(x, kept, sent), codec.frames_kept(x, kept, sent, edges)
+        assert (whole, regions) == (frame.size, [f.size for f in cut])
+        parts = np.concatenate([codecs.decode(f) for f in cut])
+        assert np.array_equal(codecs.decode(frame), parts, equal_nan=True)

@@ -23,6 +23,7 @@ MODULES = (
     "recursive_doubling",
     "rabenseifner",
     "hybrid",
+    "sparse_auto",
     "sparse_allgather",
     "sparse_regions",
     "shm",

@@ -32,6 +32,12 @@ NAME = "sparse-allgather"
 FALLBACK = "ring"
 
 
+def bounds(count: int, size: int) -> list[int]:
+    """Where each rank's region of the index space starts, and the end: as equal as integers
+    allow (``sparse-regions``)."""
+    return [count * r // size for r in range(size + 1)]
+
+
 def allgather_frames(layout: Layout, lengths: list[int], count: int,
                      regions: list[int] | None = None) -> Schedule:
     """The schedule for frames of ``lengths[r]`` bytes, rank r's at offset sum(lengths[:r]),
@@ -59,7 +65,7 @@ def allgather_frames(layout: Layout, lengths: list[int], count: int,
 
 def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     """Exchange the frame lengths, then allgather the frames, or fall back to the exact ring."""
-    ctx, send, recv, codec, feedback = call.ctx, call.send, call.recv, call.codec, call.feedback
+    ctx, send, codec, feedback = call.ctx, call.send, call.codec, call.feedback
     assert codec is not None, "sparse-allgather runs only with a sparse codec"
     if ctx.size == 1:  # a lone rank sends nothing, so it compresses nothing: a copy, as for all
         yield from run_planned(registry.get(FALLBACK), call)
@@ -79,16 +85,28 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
         if kept is None:
             codec.decode_sub(frame, given)
         else:
-            with np.errstate(over="ignore", invalid="ignore"):  # as decode_sub
-                given[kept] -= sent
+            charge(given, kept, sent)
         feedback.keep_finite(given)
+    yield from gather(call, frame, lengths)
+
+
+def gather(call: Call, frame: Any, lengths: np.ndarray) -> Iterator[Execution]:
+    """The allgather of every rank's ``frame`` (``lengths``: their sizes, in rank order), each
+    decoded into the result in rank order."""
+    ctx, send = call.ctx, call.send
     schedule = allgather_frames(ctx.layout, lengths.tolist(), send.size)
     wire = array_module(send).empty(schedule.wire_nbytes, np.uint8)
     start = int(lengths[:ctx.rank].sum())
     wire[start:start + frame.size] = frame
-    bufs = Buffers(send, recv, array_module(send).empty(0, send.dtype), wire)
-    yield Execution(schedule, call.op, ctx.comm, call.tags[1], bufs, codec, call.record,
+    bufs = Buffers(send, call.recv, array_module(send).empty(0, send.dtype), wire)
+    yield Execution(schedule, call.op, ctx.comm, call.tags[1], bufs, call.codec, call.record,
                     call.path.bind(schedule, bufs))
+
+
+def charge(owed: Any, kept: Any, sent: Any) -> None:
+    """``owed[kept] -= sent``: what a sparse frame sent is no longer owed (as ``decode_sub``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        owed[kept] -= sent
 
 
 def dense_fallback(call: Call, given: Any) -> Iterator[Execution | Ran]:

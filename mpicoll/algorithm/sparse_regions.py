@@ -23,7 +23,7 @@ ring's 2·n bytes every rank runs the exact ring instead.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -34,8 +34,8 @@ from ..engine import Buffers, Execution
 from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
 from . import registry
 from .base import Algorithm, Call, Layout, Ran, run_planned
-from .sparse_allgather import (FALLBACK, allgather_frames, contribution, dense_fallback,
-                               lengths_call)
+from .sparse_allgather import (FALLBACK, allgather_frames, bounds, contribution,
+                               dense_fallback, lengths_call)
 
 NAME = "sparse-regions"
 DENSE = "fp16"  # a region's frame when its sum has filled in
@@ -46,11 +46,6 @@ class _ByFrame:
 
     decode = staticmethod(codecs.decode)
     decode_add = staticmethod(codecs.decode_add)
-
-
-def bounds(count: int, size: int) -> list[int]:
-    """Where each rank's region starts, and the end: as equal as integers allow."""
-    return [count * r // size for r in range(size + 1)]
 
 
 def reduce_scatter_frames(layout: Layout, lengths: np.ndarray, edges: list[int],
@@ -73,12 +68,12 @@ def reduce_scatter_frames(layout: Layout, lengths: np.ndarray, edges: list[int],
 
 
 def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
-    ctx, send, recv, codec, feedback = call.ctx, call.send, call.recv, call.codec, call.feedback
+    ctx, send, codec, feedback = call.ctx, call.send, call.codec, call.feedback
     assert codec is not None, "sparse-regions runs only with a sparse codec"
     if ctx.size == 1:
         yield from run_planned(registry.get(FALLBACK), call)
         return
-    p, me, xp = ctx.size, ctx.rank, array_module(send)
+    p, me = ctx.size, ctx.rank
     edges = bounds(send.size, p)
     given = contribution(call)
     frames = codec.encode_regions(given, edges)
@@ -91,6 +86,19 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     if feedback is not None:  # what the first frames did not send stays owed
         for r, frame in enumerate(frames):
             codec.decode_sub(frame, given[edges[r]:edges[r + 1]])
+    yield from reduce_regions(call, given, frames, lengths)
+
+
+def reduce_regions(call: Call, given: Any, frames: list, lengths: np.ndarray
+                   ) -> Iterator[Execution | Ran]:
+    """The region reduce-scatter of this rank's ``frames`` (``lengths[q, r]``: rank q's of
+    region r), then the allgather of the reduced regions, each made sparse again; last, what
+    ran. ``given``: the contribution, with error feedback the residual, already charged with
+    what ``frames`` send."""
+    ctx, send, recv, codec, feedback = call.ctx, call.send, call.recv, call.codec, call.feedback
+    assert codec is not None
+    p, me, xp = ctx.size, ctx.rank, array_module(send)
+    edges = bounds(send.size, p)
     schedule = reduce_scatter_frames(ctx.layout, lengths, edges, send.size)
     wire = xp.empty(schedule.wire_nbytes, np.uint8)
     at = 0
@@ -121,9 +129,9 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     yield Execution(schedule, call.op, ctx.comm, call.tags[3], bufs, _ByFrame(),  # type: ignore[arg-type]
                     call.record, call.path.bind(schedule, bufs))
     starts = np.concatenate([[0], np.cumsum(sizes)])
-    if any(peek_codec_id(frame_bytes(wire[starts[r]:starts[r + 1]])) != codec.codec_id
-           for r in range(p)):
-        yield Ran(NAME, codecs.spec(feedback or codec) + ":dense-regions")
+    went_dense = any(peek_codec_id(frame_bytes(wire[starts[r]:starts[r + 1]])) != codec.codec_id
+                     for r in range(p))
+    yield Ran(NAME, codecs.spec(feedback or codec) + (":dense-regions" if went_dense else ""))
 
 
 ALGORITHM = Algorithm(NAME, "a sparse reduce-scatter over index regions, then an allgather of "

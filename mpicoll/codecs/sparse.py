@@ -30,20 +30,26 @@ from .abc import Codec, checked_input
 from .wire import CodecError
 
 __all__ = ["SparseCodec", "above", "kept_count", "value_dtype_name", "varint_decode",
-           "varint_encode"]
+           "varint_encode", "varint_lengths"]
 
 _MAX_VARINT = 9  # 63 bits: every index fits an int64
 _CHUNK = 1 << 18  # elements per step of the candidate pass: their magnitudes and mask stay cached
 
 
-def varint_encode(values: np.ndarray) -> np.ndarray:
-    """Encode uint64 ``values`` (< 2**63) as a concatenated LEB128 byte stream."""
+def varint_lengths(values: np.ndarray) -> np.ndarray:
+    """How many bytes each of the uint64 ``values`` takes as a minimal varint (int64)."""
     lengths = np.ones(values.size, np.int64)
     top = int(values.max(initial=0))
     for bits in range(7, 7 * _MAX_VARINT, 7):
         if top < 1 << bits:  # (no value needs more: spare the passes)
             break
         lengths += values >= np.uint64(1 << bits)
+    return lengths
+
+
+def varint_encode(values: np.ndarray) -> np.ndarray:
+    """Encode uint64 ``values`` (< 2**63) as a concatenated LEB128 byte stream."""
+    lengths = varint_lengths(values)
     starts = np.cumsum(lengths) - lengths
     stream = np.empty(int(lengths.sum()), np.uint8)
     # every varint's first byte at once (no index list for all k), then those of the longer ones
@@ -115,28 +121,56 @@ class SparseCodec(Codec):
         idx = self._select(flat)
         return self._payload(idx, self._values(flat, idx))
 
+    def select_kept(self, array):
+        """The sorted indices of ``array``'s elements this codec keeps, and the values it sends
+        for them: a frame's content before it is framed (:meth:`frames_kept`). Stateful codecs
+        (threshold) adapt here, once per selection."""
+        flat = checked_input(array).reshape(-1)
+        idx = self._select(flat)
+        return idx, self._values(flat, idx)
+
     def encode_kept(self, array):
         """``encode(array)``, with the indices the frame keeps and the values it sends for
         them: what error feedback subtracts (``owed[idx] -= values``) without reading the frame
         back."""
-        x = checked_input(array)
-        flat = x.reshape(-1)
-        idx = self._select(flat)
-        values = self._values(flat, idx)
-        return self._framed(x, None, *self._payload(idx, values)), idx, values
+        idx, values = self.select_kept(array)
+        return self.frames_kept(array, idx, values), idx, values
 
     def encode_regions(self, array, edges):
+        idx, values = self.select_kept(array)
+        return self.frames_kept(array, idx, values, edges)
+
+    def frames_kept(self, array, idx, values, edges=None):
+        """The frame of ``array`` keeping the elements ``idx`` (sorted), sent as ``values``; or,
+        with ``edges`` (a 1-D array), its frames cut at the edges, one per region."""
         x = checked_input(array)
+        if edges is None:
+            return self._framed(x, None, *self._payload(idx, values))
         if x.ndim != 1:
-            raise ValueError(f"encode_regions takes a 1-D array, not {x.ndim}-D")
-        idx = self._select(x)
+            raise ValueError(f"frames cut at edges are of a 1-D array, not {x.ndim}-D")
         cuts = np.searchsorted(to_host(idx), edges)  # idx is sorted
         frames = []
         for lo, hi, a, b in zip(edges, edges[1:], cuts, cuts[1:]):
-            part = idx[a:b] - lo
-            frames.append(self._framed(x[lo:hi], None,
-                                       *self._payload(part, self._values(x[lo:hi], part))))
+            frames.append(self._framed(x[lo:hi], None, *self._payload(idx[a:b] - lo, values[a:b])))
         return frames
+
+    def kept_nbytes(self, array, idx, values, edges) -> tuple[int, list[int]]:
+        """The sizes of :meth:`frames_kept`'s frames, without building them: the whole array's
+        frame, and the frames cut at ``edges`` (a 1-D array). They differ only in headers and in
+        each region's first index gap, counted from the region's start."""
+        x = checked_input(array)
+        host = to_host(idx).astype(np.int64)
+        if x.ndim != 1 or len(edges) < 2 or edges[0] != 0 or edges[-1] != x.size:
+            raise ValueError("kept_nbytes takes a 1-D array and edges from 0 to its size")
+        gaps = varint_lengths(np.diff(host, prepend=-1).astype(np.uint64) - np.uint64(1))
+        total = np.concatenate([[0], np.cumsum(gaps)])
+        head, size = wire.header_nbytes(1, self.params), values.dtype.itemsize
+        whole = head + host.size * size + int(total[-1])
+        cuts = np.searchsorted(host, edges)
+        regions = [head + int(b - a) * size
+                   + (int(total[b] - total[a + 1]) + _varint_nbytes(int(host[a]) - lo) if b > a else 0)
+                   for lo, a, b in zip(edges, cuts, cuts[1:])]
+        return whole, regions
 
     def _values(self, flat, idx):
         """The values sent for the elements ``idx`` of ``flat``, in the value dtype."""

@@ -5,6 +5,8 @@ each codec's error bound of MPI's exact sum, and with error feedback nothing may
 result + sum of residuals == sum of what was given.
 """
 
+import dataclasses
+import os
 import time
 
 import numpy as np
@@ -12,7 +14,7 @@ import pytest
 from helpers import WORLD, assert_everywhere, environment, native, same_on_all_ranks
 
 import mpicoll
-from mpicoll import codecs, timing
+from mpicoll import codecs, costmodel, timing, tune
 from mpicoll.algorithm import names
 
 DENSE_ALGORITHMS = list(names(compresses="dense"))  # every algorithm that runs dense codecs
@@ -135,6 +137,63 @@ def test_a_region_that_filled_in_goes_dense_and_owes_the_rest():
     total = native(WORLD, ef.residual, "sum")
     assert_everywhere(WORLD, np.allclose(out + total, given, rtol=0, atol=1e-9),
                       f"lost {np.abs(out + total - given).max()}")
+
+
+def links_model(tmp, name, alpha, beta):
+    """A tuning file like the built-in model but with links of ``alpha`` s and ``beta`` s/B."""
+    path = os.path.join(tmp, name)
+    model = dataclasses.replace(costmodel.BUILTIN, alpha={"local": alpha, "remote": alpha},
+                                beta={"local": beta, "remote": beta})
+    tune.save(path, model, WORLD.Get_size(), 1, "test")
+    return path
+
+
+@pytest.mark.parametrize("links, expected", [((1.0, 1e-10), "sparse-allgather"),
+                                             ((1e-6, 1e-3), "sparse-regions")])
+def test_sparse_auto_takes_the_path_rank_0s_model_predicts(links, expected, tmp_path_factory):
+    """Only rank 0 reads the tuning file: with slow latency (allgather posts fewest messages)
+    or slow bytes (from 3 ranks regions move fewest), every rank takes the same path, says so,
+    and ends with
+    the same bits; what was sent plus what all owe is what was given. The allgather of region
+    frames gives sparse-allgather's own bits, result and residual."""
+    path = WORLD.bcast(links_model(str(tmp_path_factory.mktemp("m")), "links.json", *links)
+                       if WORLD.Get_rank() == 0 else None)
+    ef, alone = (codecs.ErrorFeedback(codecs.get("topk", ratio=0.05)) for _ in range(2))
+    tuning = {"MPICOLL_TUNING": path} if WORLD.Get_rank() == 0 else {}
+    for step in range(2):
+        x = normal(30_001, seed=step)
+        given = native(WORLD, x.astype("f8") + ef.owed(x), "sum")
+        with environment(**tuning), timing.recording() as rec:
+            out = mpicoll.allreduce(x, codec=ef, algorithm="auto")
+        p, ran = WORLD.Get_size(), rec.records[0].algorithm
+        if p == 1:
+            assert ran == "ring"  # a lone rank copies
+        elif p == 2 and expected == "sparse-regions":  # two ranks: both move one frame's bytes
+            assert ran in ("sparse-allgather", "sparse-regions")
+        else:
+            assert ran == expected, ran
+        assert_everywhere(WORLD, same_on_all_ranks(WORLD, out), "ranks differ")
+        total = native(WORLD, ef.residual.astype("f8"), "sum")
+        assert_everywhere(WORLD, np.allclose(out + total, given, rtol=0, atol=1e-4),
+                          f"step {step}: lost {np.abs(out + total - given).max()}")
+        if expected == "sparse-allgather":
+            ref = mpicoll.allreduce(x, codec=alone, algorithm="sparse-allgather")
+            assert_everywhere(WORLD, np.array_equal(out, ref)
+                              and np.array_equal(ef.residual, alone.residual),
+                              "not sparse-allgather's bits")
+
+
+def test_sparse_auto_without_error_feedback_is_the_allgather():
+    """Regions would drop what their second encode loses: without error feedback to owe it,
+    auto runs sparse-allgather, the exact sum of every rank's kept values."""
+    x = normal(30_001)
+    codec = codecs.get("topk", ratio=0.05)
+    with timing.recording() as rec:
+        out = mpicoll.allreduce(x, codec=codec, algorithm="sparse-auto")
+    ref = mpicoll.allreduce(x, codec=codec, algorithm="sparse-allgather")
+    if WORLD.Get_size() > 1:
+        assert rec.records[0].algorithm == "sparse-allgather"
+    assert_everywhere(WORLD, np.array_equal(out, ref), "not sparse-allgather's bits")
 
 
 def test_sparse_regions_fall_back_to_dense_for_tiny_arrays():
