@@ -7,8 +7,8 @@ could send without building them (``SparseCodec.kept_nbytes``): the one frame of
 of p + 1 lengths from every rank is summed into a table, as both algorithms sum theirs. From it
 every rank predicts both (:func:`predict`), builds only the frames of the cheaper and runs it
 (regions only where predicted a quarter faster or more: the rates below are one machine's,
-ranks that share cores are not modelled, and at 2 and 4 ranks here, where the prediction is a
-near tie, regions measured from 2× slower to a few percent faster):
+ranks that share cores are not modelled, and at 2 and 4 ranks here regions measured from 2×
+slower to a few percent faster than the allgather):
 
 - allgather: p-1 ring steps; the busiest rank sends all frames but one; every rank parses all
   p frames;

@@ -2,7 +2,7 @@
 the reduced regions, each made sparse again (the shape of Ok-Topk, PPoPP'22).
 
 The index space is cut into p regions, one per rank. Each rank selects over its whole
-contribution (``encode_regions``: top-k is the array's top k) and sends the part in region r, a
+contribution (as ``encode_regions``: top-k is the array's top k) and sends the part in region r, a
 frame of its own, to rank r. Rank r decodes the p frames of its region in rank order (the same
 additions, whatever arrives first) and encodes that sum again with a fresh codec of the same
 parameters (a stateful codec keeps the state of the first encode): about k/p values. Those p
@@ -28,13 +28,14 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import codecs
+from ..codecs.sparse import SparseCodec
 from ..codecs.wire import frame_bytes, peek_codec_id
 from .._array import array_module
 from ..engine import Buffers, Execution
 from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
 from . import registry
 from .base import Algorithm, Call, Layout, Ran, run_planned
-from .sparse_allgather import (FALLBACK, allgather_frames, bounds, contribution,
+from .sparse_allgather import (FALLBACK, allgather_frames, bounds, charge, contribution,
                                dense_fallback, lengths_call)
 
 NAME = "sparse-regions"
@@ -69,14 +70,15 @@ def reduce_scatter_frames(layout: Layout, lengths: np.ndarray, edges: list[int],
 
 def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     ctx, send, codec, feedback = call.ctx, call.send, call.codec, call.feedback
-    assert codec is not None, "sparse-regions runs only with a sparse codec"
+    assert isinstance(codec, SparseCodec), "sparse-regions runs only with a sparse codec"
     if ctx.size == 1:
         yield from run_planned(registry.get(FALLBACK), call)
         return
     p, me = ctx.size, ctx.rank
     edges = bounds(send.size, p)
     given = contribution(call)
-    frames = codec.encode_regions(given, edges)
+    kept, sent = codec.select_kept(given)  # (encode_regions, keeping what it sends)
+    frames = codec.frames_kept(given, kept, sent, edges)
     lengths = np.zeros((p, p), np.int64)
     lengths[me] = [frame.size for frame in frames]
     yield from run_planned(registry.get("tree"), lengths_call(call, lengths.reshape(-1)))
@@ -84,8 +86,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
         yield from dense_fallback(call, given)
         return
     if feedback is not None:  # what the first frames did not send stays owed
-        for r, frame in enumerate(frames):
-            codec.decode_sub(frame, given[edges[r]:edges[r + 1]])
+        charge(given, kept, sent)
     yield from reduce_regions(call, given, frames, lengths)
 
 
