@@ -78,9 +78,12 @@ class NodeWindow:
         self.node = node
         world = MPI.COMM_WORLD.Get_group()
         mine = self.comm.Get_group()
-        try:  # who shares it, in world ranks, and which of theirs it is: the order of frees
+        try:  # who shares it, in world ranks, and which of theirs it is: the order of frees.
+            # Each rank's count of windows it made, gathered: threads may make windows on
+            # different communicators in a different order on each rank, and a count of one's
+            # own would then order the frees differently (a hang at exit).
             self.order = (tuple(MPI.Group.Translate_ranks(mine, range(mine.Get_size()), world)),
-                          next(_CREATED))
+                          tuple(self.comm.allgather(next(_CREATED))))
         finally:
             mine.Free()
             world.Free()
@@ -171,6 +174,7 @@ class NodeWindow:
 
 def free_all(windows: list[NodeWindow]) -> None:
     """Free ``windows`` in an order every rank agrees on (each free is collective): by the
-    world ranks that share them, then by the order their ranks created them."""
+    world ranks that share them, then by the counts of windows their ranks had made when they
+    made them (the same tuple on every rank)."""
     for window in sorted(windows, key=lambda w: w.order):
         window.free()
