@@ -36,9 +36,10 @@ PREFIX = "mpicoll-"
 SWITCH = PREFIX + "sw"
 SUBNET = "10.77.0."
 REQUIRED_TOOLS = ("ip", "tc", "unshare")
-# Smaller burst/latency values caused drops well below the configured rate.
-TBF_BURST = "256kb"
-TBF_LATENCY = "50ms"
+# Smaller burst/latency values caused drops well below the configured rate. A peak-rate bucket
+# ("peakrate 1010mbit mtu 66kb") takes the burst away but halved a loaded ring's throughput
+# here (docs/results/issue14/tbf-peakrate.txt).
+TBF_SHAPING = "burst 256kb latency 50ms"
 
 # ssh stand-in: launchers call it as `STANDIN [-x ...] HOST COMMAND...` and, like ssh, expect
 # the COMMAND words joined into one shell command run on HOST. Each host gets its own hostname
@@ -126,12 +127,12 @@ def delete_namespaces(names: list[str]) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
-def limit_rate(namespace: str, device: str, rate: str) -> None:
-    in_ns(namespace, "tc", "qdisc", "add", "dev", device, "root", "tbf",
-          "rate", rate, "burst", TBF_BURST, "latency", TBF_LATENCY)
+def limit_rate(namespace: str, device: str, rate: str, shaping: str = TBF_SHAPING) -> None:
+    in_ns(namespace, "tc", "qdisc", "add", "dev", device, "root", "tbf", "rate", rate,
+          *shaping.split())
 
 
-def build_network(hosts: list[str], rate: str | None) -> None:
+def build_network(hosts: list[str], rate: str | None, shaping: str = TBF_SHAPING) -> None:
     """Create the switch with its bridge and one rate-limited veth link per host."""
     sh("ip", "netns", "add", SWITCH)
     in_ns(SWITCH, "ip", "link", "add", "br0", "type", "bridge")
@@ -145,8 +146,8 @@ def build_network(hosts: list[str], rate: str | None) -> None:
         in_ns(host, "ip", "link", "set", "lo", "up")
         in_ns(host, "ip", "link", "set", "eth0", "up")
         if rate is not None:
-            limit_rate(host, "eth0", rate)
-            limit_rate(SWITCH, peer, rate)
+            limit_rate(host, "eth0", rate, shaping)
+            limit_rate(SWITCH, peer, rate, shaping)
 
 
 def read_counters(hosts: list[str]) -> dict[str, LinkTraffic]:
@@ -230,11 +231,12 @@ class EmulatedCluster:
     """
 
     def __init__(self, hosts: int = 2, rate: str | None = "1gbit", mpi: str = "auto",
-                 mpiexec: str | None = None):
+                 mpiexec: str | None = None, shaping: str = TBF_SHAPING):
         if hosts < 1:
             raise ValueError("need at least one host")
         self.hosts = [host_name(i) for i in range(hosts)]
         self.rate = None if rate in (None, "none") else rate
+        self.shaping = shaping  # tc tbf's parameters after the rate
         self.mpiexec = mpiexec or default_mpiexec()
         self.mpi = detect_mpi(self.mpiexec) if mpi == "auto" else mpi
         self._tmpdir: tempfile.TemporaryDirectory | None = None
@@ -249,7 +251,7 @@ class EmulatedCluster:
             self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             delete_namespaces(our_namespaces())
-            build_network(self.hosts, self.rate)
+            build_network(self.hosts, self.rate, self.shaping)
             self._tmpdir = tempfile.TemporaryDirectory(prefix="emucluster-")
             self.standin = os.path.join(self._tmpdir.name, "ssh-standin")
             Path(self.standin).write_text(STANDIN_SCRIPT)
@@ -312,6 +314,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ranks-per-host", type=int, default=1, help="MPI ranks on each host (default 1)")
     parser.add_argument("--rate", default="1gbit",
                         help="tc rate of each link direction, or 'none' (default 1gbit)")
+    parser.add_argument("--tbf", default=TBF_SHAPING, metavar="PARAMETERS",
+                        help=f"tc tbf's parameters after the rate (default {TBF_SHAPING!r})")
     parser.add_argument("--mpi", choices=("auto", "mpich", "openmpi"), default="auto",
                         help="which MPI the launcher belongs to "
                              "(default auto: as its version output says)")
@@ -336,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"emucluster: {reason}", file=sys.stderr)
         return 2
     try:
-        with EmulatedCluster(args.hosts, args.rate, args.mpi, args.mpiexec) as cluster:
+        with EmulatedCluster(args.hosts, args.rate, args.mpi, args.mpiexec, args.tbf) as cluster:
             result = cluster.run(args.program, args.ranks_per_host, args.timeout)
     except ClusterError as error:
         print(f"emucluster: {error}", file=sys.stderr)
@@ -350,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     report(result)
     if args.json:
         record = {"hosts": args.hosts, "ranks_per_host": args.ranks_per_host, "rate": args.rate,
+                  "tbf": args.tbf,
                   "mpi": cluster.mpi, "program": args.program, **asdict(result)}
         Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
     return exit_code(result.returncode)
