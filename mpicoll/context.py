@@ -184,8 +184,15 @@ class Context:
         return self._node_window is not None and self._node_window.memory.size >= nbytes
 
     def free(self) -> None:
+        """With the user's communicator (``MPI_Comm_free``, whose pending operations complete
+        normally): collectives still in flight on it are finished first, here, since they use
+        the duplicate and window freed below (their requests keep their results)."""
         _LIVE.discard(self)
         if not MPI.Is_finalized():
+            from . import inflight  # the engine imports the requests, which import this module
+            for request in inflight.outstanding():
+                if request.context is self:
+                    inflight.wait(request)
             if self._node_window is not None:
                 self._node_window.free()
             self.checks.free()

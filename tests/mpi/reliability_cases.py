@@ -31,6 +31,20 @@ def test_requests_complete_in_any_order(algorithm, count):
     assert_everywhere(WORLD, np.all(ya == p) and np.all(yb == 2 * p), "wrong sums")
 
 
+@pytest.mark.parametrize("algorithm", ["ring", "shm", "auto"])
+def test_freeing_a_communicator_with_collectives_in_flight(algorithm):
+    """MPI_Comm_free lets pending operations complete normally. Before, freeing the user's
+    communicator freed mpicoll's duplicate and node window under the requests still using them:
+    MPI's "Invalid communicator" (ring) or a segfault (shm). Now the free finishes them first."""
+    comm = WORLD.Dup()
+    xs = [np.full(300_000, i + 1.0, np.float32) for i in range(3)]
+    requests = [mpicoll.iallreduce(x, algorithm=algorithm, comm=comm) for x in xs]
+    comm.Free()
+    p = WORLD.Get_size()
+    results = [r.wait() for r in reversed(requests)][::-1]
+    assert_everywhere(WORLD, all(np.all(y == (i + 1) * p) for i, y in enumerate(results)),
+                      "wrong sums")
+
 @pytest.mark.parametrize("count", [2, 2048, 300_000])
 def test_a_blocking_mpi_allreduce_among_requests_in_flight(count):
     """native-blocking blocks in MPI_Allreduce; with ring requests in flight (waited on after
