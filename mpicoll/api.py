@@ -110,7 +110,7 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
             bound = BoundRounds(plan.lowered, (call.send, call.recv, tmp), ctx.comm,
                                 call.tags[0], op_, plan.schedule)
     return PersistentRequest(recv, chosen.name, prepared.spec, path.name, prepared.kind,
-                             prepared.number, ctx, bound, lambda: chosen.start(call))
+                             prepared.number, ctx, bound, lambda: chosen.start(call), call.tags)
 
 
 class _Prepared(NamedTuple):
@@ -183,6 +183,7 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
     p = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=blocking)
     request = Request(p.recv, p.chosen.name, p.spec, p.path.name, p.call.record, p.kind,
                       p.number, p.ctx)
+    p.ctx.hold(p.call.tags, request)
     try:
         request.run(p.chosen.start(p.call))  # plans, binds the buffers; posts nothing yet
     finally:

@@ -28,7 +28,7 @@ __all__ = ["Context", "CachedPlan", "ConcurrentUseError", "of", "live", "free_wi
 
 MAX_PLANS = 64
 MAX_VERIFIED = 4096
-SEQUENCE_BITS = 12  # tags of up to 4096 collective stages in flight at once stay distinct
+SEQUENCE_BITS = 12  # tags count stages modulo 4096; Context.hold keeps those in flight apart
 
 
 class CachedPlan:
@@ -96,6 +96,9 @@ class Context:
         bits = (tag_ub + 1).bit_length() - 1  # tags below 2**bits are all valid
         self._kind_bits = max(bits - SEQUENCE_BITS, 0)
         self._sequence_mod = 1 << min(SEQUENCE_BITS, bits)
+        # Who took each sequence number last (a weak reference to its request): a collective
+        # still in flight there must finish before its number is taken again.
+        self._holders: list[weakref.ref | None] = [None] * self._sequence_mod
 
     def cached_plan(self, algorithm: Algorithm, count: int, options: Options,
                     codec: Codec | None = None, feedback: bool = False,
@@ -163,10 +166,31 @@ class Context:
         """Fresh tags for one collective (one per stage), carrying ``kind_bits`` (a hash of the
         fingerprint) above the sequence: every rank starts collectives in the same order, so all
         take the same, and a message of another kind of collective cannot match."""
-        high = self.tag_base(kind_bits)
-        if count == 1:
-            return (high + next(self._tags) % self._sequence_mod,)
-        return tuple(high + next(self._tags) % self._sequence_mod for _ in range(count))
+        high, mod = self.tag_base(kind_bits), self._sequence_mod
+        sequence = [next(self._tags) % mod for _ in range(count)]
+        for number in sequence:
+            self._vacate(number, None)
+        return tuple(high + number for number in sequence)
+
+    def hold(self, tags: tuple[int, ...], request: Any) -> None:
+        """``request`` runs on ``tags`` (from :meth:`next_tags`); a persistent request, at
+        each start, first waits for whatever took its sequence numbers since and is still in
+        flight. Sequence numbers wrap after 4096 stages: a program that starts more collectives
+        than that before waiting would otherwise have two in flight on one tag, whose messages
+        match each other's receives (a truncation, or wrong bits if the sizes agree).
+        Waiting is safe: every rank starts the same collectives in the same order, and a wait
+        advances every collective in flight."""
+        mod = self._sequence_mod
+        for tag in tags:
+            self._vacate(tag % mod, request)
+            self._holders[tag % mod] = weakref.ref(request)
+
+    def _vacate(self, number: int, request: Any) -> None:
+        holder = self._holders[number]
+        other = None if holder is None else holder()
+        if other is not None and other is not request and not other.done:
+            from . import inflight  # the engine imports the requests, which import this module
+            inflight.wait(other)
 
     def tag_base(self, kind_bits: int) -> int:
         """The part of a tag that carries the fingerprint hash ``kind_bits``."""

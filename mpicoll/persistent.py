@@ -179,15 +179,17 @@ class PersistentRequest(Request):
     request (the progress engine advances it with every other collective in flight); again
     and again, until ``free()`` (or the end of a ``with`` block)."""
 
-    __slots__ = ("_bound", "_restart", "_freed")
+    __slots__ = ("_bound", "_restart", "_freed", "_tags")
 
     def __init__(self, result: Any, algorithm: str, codec: str, transport: str, kind: tuple,
                  number: int, context: Any, bound: BoundRounds | BoundNative | None,
-                 restart: Any):
+                 restart: Any, tags: tuple[int, ...] = ()):
         super().__init__(result, algorithm, codec, transport, None, kind, number, context)
         self._bound = bound       # the plan bound to MPI persistent requests, if it could be
         self._restart = restart   # else: a fresh run of the executions, on the same tags
         self._freed = False
+        self._tags = tags         # its tags, every start: what took them since must be done
+        context.hold(tags, self)
 
     def start(self) -> None:
         """Start one allreduce of the bound buffers (every rank, in the same order)."""
@@ -196,6 +198,7 @@ class PersistentRequest(Request):
         if not self.done:
             raise RuntimeError("start() while the previous start is in flight: wait() first")
         self.context.claim()  # ConcurrentUseError if another thread is in a collective here
+        self.context.hold(self._tags, self)
         self._error = None
         if self._bound is None:
             self.run(self._restart())

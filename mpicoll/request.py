@@ -30,7 +30,8 @@ class Request:
     """
 
     __slots__ = ("_stages", "_current", "_result", "_record", "_kind", "number", "context",
-                 "_claimed", "_waiting", "_asked", "_error", "algorithm", "codec", "transport")
+                 "_claimed", "_waiting", "_asked", "_error", "algorithm", "codec", "transport",
+                 "__weakref__")
 
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
                  record: Record | None = None, kind: tuple | None = None, number: int = -1,

@@ -10,7 +10,7 @@ import pytest
 from helpers import WORLD, assert_everywhere, native, same_on_all_ranks
 
 import mpicoll
-from mpicoll import codecs
+from mpicoll import codecs, context
 
 ORDERS = ["ring", "tree", "hybrid", "auto"]
 
@@ -29,6 +29,37 @@ def test_requests_complete_in_any_order(algorithm, count):
         ya, yb = ra.wait(), rb.wait()
     p = WORLD.Get_size()
     assert_everywhere(WORLD, np.all(ya == p) and np.all(yb == 2 * p), "wrong sums")
+
+
+def test_more_collectives_in_flight_than_tags():
+    """Tags carry a sequence number that wraps after 4096 stages: a 4100th request in flight
+    took the first one's tag, their messages matched each other's receives, and a correct
+    program failed (a truncation reported as a mismatch, or a hang at exit). Now a collective
+    whose number is still held by one in flight waits for it to finish first. A persistent
+    request restarted on its tags while the request that took them since is in flight waits
+    for it too (here both run the same rounds in the same order, so MPI's in-order matching
+    would have paired them right even without the wait: this part shows the wait is safe)."""
+    numbers = 1 << context.SEQUENCE_BITS
+    rank, p = WORLD.Get_rank(), WORLD.Get_size()
+    comm = WORLD.Dup()
+
+    def run(n: int, persistent: mpicoll.PersistentRequest | None = None) -> None:
+        requests = [mpicoll.iallreduce(np.full(64, i % 97 + rank, np.float64),
+                                       algorithm="ring", comm=comm) for i in range(n)]
+        if persistent is not None:
+            persistent.start()  # the last request took its tag again and is still in flight
+        order = range(n) if rank % 2 == 0 else reversed(range(n))
+        results = {i: requests[i].wait() for i in order}
+        wrong = [i for i in range(n) if not np.all(results[i] == p * (i % 97) + p * (p - 1) / 2)]
+        assert_everywhere(WORLD, not wrong, f"wrong sums in {wrong[:5]}")
+
+    run(numbers + 4)
+    persistent = mpicoll.allreduce_init(np.full(64, 1000.0 + rank), algorithm="ring", comm=comm)
+    run(numbers, persistent)
+    assert_everywhere(WORLD, np.all(persistent.wait() == 1000.0 * p + p * (p - 1) / 2),
+                      "wrong persistent sum")
+    persistent.free()
+    comm.Free()
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "shm", "auto"])
