@@ -169,7 +169,7 @@ class Context:
         high, mod = self.tag_base(kind_bits), self._sequence_mod
         sequence = [next(self._tags) % mod for _ in range(count)]
         for number in sequence:
-            self._vacate(number, None)
+            self._vacate(number)
         return tuple(high + number for number in sequence)
 
     def hold(self, tags: tuple[int, ...], request: Any) -> None:
@@ -180,17 +180,20 @@ class Context:
         match each other's receives (a truncation, or wrong bits if the sizes agree).
         Waiting is safe: every rank starts the same collectives in the same order, and a wait
         advances every collective in flight."""
-        mod = self._sequence_mod
+        mod, holders = self._sequence_mod, self._holders
         for tag in tags:
-            self._vacate(tag % mod, request)
-            self._holders[tag % mod] = weakref.ref(request)
+            if self._vacate(tag % mod) is not request:  # (a persistent one's restart: as it was)
+                holders[tag % mod] = weakref.ref(request)
 
-    def _vacate(self, number: int, request: Any) -> None:
+    def _vacate(self, number: int) -> Any:
+        """Wait for the collective that took sequence ``number`` last, if it is in flight;
+        return it (None if gone)."""
         holder = self._holders[number]
         other = None if holder is None else holder()
-        if other is not None and other is not request and not other.done:
+        if other is not None and not other.done:
             from . import inflight  # the engine imports the requests, which import this module
             inflight.wait(other)
+        return other
 
     def tag_base(self, kind_bits: int) -> int:
         """The part of a tag that carries the fingerprint hash ``kind_bits``."""
