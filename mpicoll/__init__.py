@@ -5,11 +5,12 @@ from .api import algorithms_available as algorithms
 from .api import allreduce, allreduce_init, choose_algorithm, iallreduce, reload_environment
 from .check import MismatchError
 from .comm import Comm
-from .context import ConcurrentUseError
+from .context import ConcurrentUseError, OutOfCommunicatorsError
 from .persistent import PersistentRequest
 from .request import Request, testall, waitall
 
 __version__ = "0.1.0"
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "algorithms", "choose_algorithm", "codecs",
            "Request", "PersistentRequest", "waitall", "testall", "MismatchError",
-           "ConcurrentUseError", "Comm", "reload_environment", "__version__"]
+           "ConcurrentUseError", "OutOfCommunicatorsError", "Comm", "reload_environment",
+           "__version__"]

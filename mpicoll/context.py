@@ -24,7 +24,8 @@ from .node_window import NodeWindow
 from .schedule import Schedule
 
 
-__all__ = ["Context", "CachedPlan", "ConcurrentUseError", "of", "live", "free_windows"]
+__all__ = ["Context", "CachedPlan", "ConcurrentUseError", "OutOfCommunicatorsError", "of", "live",
+           "free_windows"]
 
 MAX_PLANS = 64
 MAX_VERIFIED = 4096
@@ -67,17 +68,28 @@ class ConcurrentUseError(RuntimeError):
     ranks could pair up different threads' calls)."""
 
 
+class OutOfCommunicatorsError(RuntimeError):
+    """MPI could not make the communicators mpicoll needs for one of the user's."""
+
+
 class Context:
     def __init__(self, comm: MPI.Intracomm):
-        self.comm = comm.Dup()
+        try:
+            self.comm = comm.Dup()
+        except MPI.Exception as error:
+            raise _out_of_communicators(error) from None
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        # Collective, so found here, where every rank is (the first call on comm), rather than
-        # when some call first needs it: calls that differ across ranks would hang in it.
-        self.layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
-        mine = next(node for node in self.layout.nodes if self.rank in node)
-        self.spins = _mpi.spins(len(mine))  # Test calls before Wait: fewer on shared cores
-        self.checks = check.Channel(self.comm, self.spins, self.remember)  # fingerprint checks run there
+        try:
+            # Collective, so found here, where every rank is (the first call on comm), rather
+            # than when some call first needs it: calls that differ across ranks would hang in it.
+            self.layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
+            mine = next(node for node in self.layout.nodes if self.rank in node)
+            self.spins = _mpi.spins(len(mine))  # Test calls before Wait: fewer on shared cores
+            self.checks = check.Channel(self.comm, self.spins, self.remember)  # fingerprint checks run there
+        except MPI.Exception as error:
+            self.comm.Free()
+            raise _out_of_communicators(error) from None
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
         self._lock = threading.Lock()
         self._calls = itertools.count()  # collectives started, the same on every rank
@@ -227,6 +239,16 @@ class Context:
 
 
 _LIVE: weakref.WeakSet[Context] = weakref.WeakSet()
+
+
+def _out_of_communicators(error: MPI.Exception) -> OutOfCommunicatorsError:
+    said = error.Get_error_string().strip().splitlines()[-1].strip()  # MPICH: the stack's end
+    return OutOfCommunicatorsError(
+        f"mpicoll: MPI could not make a communicator for mpicoll's use of this one ({said}). "
+        "Each communicator mpicoll runs on takes two more of MPI's (a duplicate for its "
+        "messages, one for its checks), and MPI has a limit (MPICH: about 2046 at once, so "
+        "about 680 of the user's with mpicoll): free the communicators you no longer use "
+        "(comm.Free()), or run fewer through mpicoll")
 
 
 def live() -> list[Context]:

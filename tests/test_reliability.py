@@ -139,3 +139,17 @@ def test_the_check_cost_benchmarks_still_run(mpirun, benchmark):
     it is pending. One repetition each, for what they print, not for their figures."""
     out = mpirun(2, *benchmark, timeout=60)
     assert "full" in out and ("MPICH" in out or "Open MPI" in out), out
+
+
+def test_running_out_of_communicators_says_so():
+    """Each communicator mpicoll runs on takes two more of MPI's; MPICH has 2048 context ids,
+    so the 682nd communicator kept alive failed with an opaque "Other MPI error" from deep in
+    a call. Now every rank raises OutOfCommunicatorsError naming the limit, and mpicoll works
+    again once they are freed. (Open MPI has room for all 800.)"""
+    code, out = launch(2, str(PROGRAMS / "many_communicators.py"), "800", timeout=60)
+    lines = [line for line in out.splitlines() if line.startswith("rank ")]
+    assert code == 0 and len(lines) == 2, out
+    for line in lines:
+        assert line.endswith("afterwards works"), out
+        assert "all 800 fine" in line or ("OutOfCommunicatorsError after" in line
+                                          and "free the communicators" in line), out
