@@ -317,7 +317,10 @@ def _checked(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
         raise ValueError(f"{algorithm} reorders operands: op {op.name!r} is not commutative")
     if comm is None:
         comm = MPI.COMM_WORLD
-    if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
+    if comm == MPI.COMM_NULL:  # what Split with MPI.UNDEFINED or Create_group gives a non-member
+        raise TypeError("comm is MPI.COMM_NULL: this rank is not in the communicator; call "
+                        "collectives on it only from its members")
+    if not isinstance(comm, MPI.Intracomm):
         raise TypeError(f"comm must be an mpi4py intra-communicator, not {comm!r}")
     codec = _codec_for(codec, send.dtype, op, asked)
     if codec is None and asked is not None and not asked.plain:

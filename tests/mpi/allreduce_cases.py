@@ -164,6 +164,7 @@ BAD_INPUTS = [
     ("object", lambda x: dict(sendbuf=x.astype(object)), TypeError),
     ("unknown codec", lambda x: dict(sendbuf=x, codec="zip"), ValueError),
     ("intercomm-like", lambda x: dict(sendbuf=x, comm="world"), TypeError),
+    ("COMM_NULL", lambda x: dict(sendbuf=x, comm=MPI.COMM_NULL), TypeError),
 ]
 
 
