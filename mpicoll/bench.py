@@ -90,11 +90,13 @@ def size_range(spec: str, factor: int = 2) -> list[int]:
     """'MIN:MAX' -> MIN, MIN·factor, ... up to MAX (OSU's -m)."""
     first, _, last = spec.partition(":")
     lo, hi = parse_size(first), parse_size(last or first)
-    if factor < 2 or lo > hi:
+    if lo > hi or factor < 2 and lo < hi:  # (one size needs no factor)
         raise ValueError(f"bad size range {spec!r} with factor {factor}")
     sizes, size = [], max(lo, 1)
     while size <= hi:
         sizes.append(size)
+        if factor < 2:
+            break
         size *= factor
     return sizes
 

@@ -85,6 +85,7 @@ def test_sizes_parse_like_osu():
     assert bench.parse_size("64K") == 65536 and bench.parse_size("16MiB") == 16 << 20
     assert bench.size_range("8:64") == [8, 16, 32, 64]
     assert bench.size_range("1K:16K", 4) == [1024, 4096, 16384]
+    assert bench.size_range("8", 1) == [8]  # one size: any factor
     with pytest.raises(ValueError):
         bench.size_range("64:8")
 
