@@ -177,17 +177,17 @@ class Context:
     def next_tags(self, count: int, kind_bits: int = 0) -> tuple[int, ...]:
         """Fresh tags for one collective (one per stage), carrying ``kind_bits`` (a hash of the
         fingerprint) above the sequence: every rank starts collectives in the same order, so all
-        take the same, and a message of another kind of collective cannot match."""
-        high, mod = self.tag_base(kind_bits), self._sequence_mod
-        sequence = [next(self._tags) % mod for _ in range(count)]
-        for number in sequence:
-            self._vacate(number)
-        return tuple(high + number for number in sequence)
+        take the same, and a message of another kind of collective cannot match. The request
+        that runs on them :meth:`hold` s them before it posts anything."""
+        high = self.tag_base(kind_bits)
+        if count == 1:
+            return (high + next(self._tags) % self._sequence_mod,)
+        return tuple(high + next(self._tags) % self._sequence_mod for _ in range(count))
 
     def hold(self, tags: tuple[int, ...], request: Any) -> None:
-        """``request`` runs on ``tags`` (from :meth:`next_tags`); a persistent request, at
-        each start, first waits for whatever took its sequence numbers since and is still in
-        flight. Sequence numbers wrap after 4096 stages: a program that starts more collectives
+        """``request`` runs on ``tags`` (from :meth:`next_tags`): first wait for whatever took
+        their sequence numbers before and is still in flight (a persistent request does this
+        again at each start). Sequence numbers wrap after 4096 stages: a program that starts more collectives
         than that before waiting would otherwise have two in flight on one tag, whose messages
         match each other's receives (a truncation, or wrong bits if the sizes agree).
         Waiting is safe: every rank starts the same collectives in the same order, and a wait

@@ -183,7 +183,7 @@ class PersistentRequest(Request):
 
     def __init__(self, result: Any, algorithm: str, codec: str, transport: str, kind: tuple,
                  number: int, context: Any, bound: BoundRounds | BoundNative | None,
-                 restart: Any, tags: tuple[int, ...] = ()):
+                 restart: Any, tags: tuple[int, ...]):
         super().__init__(result, algorithm, codec, transport, None, kind, number, context)
         self._bound = bound       # the plan bound to MPI persistent requests, if it could be
         self._restart = restart   # else: a fresh run of the executions, on the same tags

@@ -126,3 +126,10 @@ def test_train_demo_learns_and_keeps_replicas_identical(mpirun, tmp_path):
 def test_train_demo_with_compressed_gradients(mpirun):
     out = mpirun(2, "-m", "mpicoll", "train", "--steps", "20", "-c", "topk+ef")
     assert "parameters on 2 ranks" in out  # and the replicas stayed identical (else exit 1)
+
+
+def test_phases_prints_every_ranks_phases(mpirun):
+    """benchmarks/phases.py (where an algorithm's time goes, from its timing records)."""
+    out = mpirun(2, "benchmarks/phases.py", "--algorithm", "ring", "--bytes", "64K", "--reps", "2",
+                 timeout=60)
+    assert "rank 1: total" in out and "reduce-scatter" in out and "allgather" in out, out
