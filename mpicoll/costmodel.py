@@ -202,14 +202,14 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
                 if any(len(arrived[q]) < k for q in node):
                     continue
                 end = max(arrived[q][k - 1] for q in node) + alpha["local"]
+            overlapped = end + _elements(rnd.overlap) * itemsize * gamma  # under the transfers
             inbox = start  # when this rank's incoming link is free
             for t in rnd.transfers:
                 if not isinstance(t, Send):
                     leave, busy, latency = channels[(t.peer, r)].popleft()
                     inbox = max(leave, inbox) + busy
                     end = max(end, inbox + latency)
-            local = sum(len(s.dst) for s in rnd.local if isinstance(s, (Reduce, Copy, Scale)))
-            clock[r] = end + local * itemsize * gamma
+            clock[r] = max(end, overlapped) + _elements(rnd.local) * itemsize * gamma
             position[r] += 1
             posted[r] = None
             moved = True
@@ -217,6 +217,11 @@ def schedule_time(schedules: list[Schedule], itemsize: int, node_of: list[int],
             return max(clock)
         if not moved:
             raise RuntimeError("the schedules deadlock")  # the simulator's tests rule this out
+
+
+def _elements(steps: tuple) -> int:
+    """Elements a round's steps write (what the model charges ``gamma`` for)."""
+    return sum(len(s.dst) for s in steps if isinstance(s, (Reduce, Copy, Scale)))
 
 
 def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
@@ -330,12 +335,13 @@ def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ..
                 slowest_alpha = max(slowest_alpha, model.alpha[level])
             if rnd.sync:
                 slowest_alpha = max(slowest_alpha, model.alpha["local"])
-            local = sum(len(s.dst) for s in rnd.local if isinstance(s, (Reduce, Copy, Scale)))
+            wire = max(sent["remote"], got["remote"]) * model.beta["remote"] * share
+            overlapped = _elements(rnd.overlap) * itemsize * model.gamma  # hidden under the wire
             slowest_memory = max(slowest_memory,
                                  max(sent["local"], got["local"]) * model.beta["local"]
-                                 + local * itemsize * model.gamma)
-            slowest_wire = max(slowest_wire,
-                               max(sent["remote"], got["remote"]) * model.beta["remote"] * share)
+                                 + _elements(rnd.local) * itemsize * model.gamma
+                                 + max(0.0, overlapped - wire))
+            slowest_wire = max(slowest_wire, wire)
         latency += slowest_alpha
         memory += slowest_memory
         wire += slowest_wire

@@ -201,6 +201,8 @@ class Execution:
         # the node's ranks compared once it passed (mpicoll.node_window).
         self._stamp = tag if schedule.node_count else None
         self._compare = False
+        self._overlap = False  # the round in flight's overlap steps are still to run
+        self._passed = False  # the round in flight's barrier has passed (and been fenced)
         if not schedule.rounds:
             self._finished()
 
@@ -226,6 +228,8 @@ class Execution:
         while not self.done:
             if self._pending is None:
                 self._start(self.schedule.rounds[self._next])
+            if self._overlap and not self._run_overlap(block=False):
+                return False
             if self._pending:
                 try:
                     if self._carrying is not None:  # the check's persistent allreduce, alone:
@@ -263,6 +267,8 @@ class Execution:
         while not self.done:
             if self._pending is None:
                 self._start(self.schedule.rounds[self._next])
+            if self._overlap:
+                self._run_overlap(block=True)
             if self._pending:
                 try:
                     MPI.Request.Waitall(self._pending, self._statuses)
@@ -326,6 +332,38 @@ class Execution:
                 self._statuses += [MPI.Status() for _ in range(len(reqs) - len(self._statuses))]
         self._pending = reqs
         self._next += 1
+        self._overlap, self._passed = bool(rnd.overlap), False
+
+    def _run_overlap(self, block: bool) -> bool:
+        """Run the overlap steps of the round in flight once its barrier (its last request)
+        passed; False if it has not yet and ``block`` is False."""
+        rnd = self.schedule.rounds[self._next - 1]
+        barrier = self._pending[-1]  # type: ignore[index]
+        try:
+            if block:
+                barrier.Wait()
+            elif not barrier.Test():
+                return False
+        except MPI.Exception as error:
+            raise self._mismatch(str(error)) from None
+        self._barrier_passed()
+        self._overlap = False
+        if self._link is None:
+            run_local(rnd.overlap, self._bufs, self._op, self._codec)
+        else:
+            with self._link.stream:
+                run_local(rnd.overlap, self._bufs, self._op, self._codec)
+        return True
+
+    def _barrier_passed(self) -> None:
+        """The round's barrier completed: see the others' writes, and compare the stamps."""
+        self._passed = True
+        window = self._bufs.window
+        window.fence()  # type: ignore[union-attr]
+        if self._compare:
+            self._compare = False
+            if not window.stamps_agree():  # type: ignore[union-attr]
+                raise self._mismatch(window.stamps(), _STAMPS)  # type: ignore[union-attr]
 
     def _agreed(self, verdict: Callable[[], None]) -> None:
         """Have the check's ``verdict``; on a MismatchError this execution stops here (and
@@ -343,13 +381,8 @@ class Execution:
         if self._carrying is not None:  # the barrier passed: and the ranks agree?
             carrying, self._carrying = self._carrying, None
             self._agreed(carrying.verdict)
-        if rnd.sync:
-            window = self._bufs.window
-            window.fence()  # type: ignore[union-attr]
-            if self._compare:
-                self._compare = False
-                if not window.stamps_agree():  # type: ignore[union-attr]
-                    raise self._mismatch(window.stamps(), _STAMPS)  # type: ignore[union-attr]
+        if rnd.sync and not self._passed:
+            self._barrier_passed()
         if self._link is None:
             if rnd.local:
                 run_local(rnd.local, self._bufs, self._op, self._codec)
@@ -384,7 +417,7 @@ _REDUCE, _COPY, _SCALE = 0, 1, 2
 
 def lower(schedule: Schedule) -> tuple | None:
     """``schedule`` as flat per-round tuples for :func:`bind`: ``(receives, sends,
-    steps, sync)`` with transfers ``(buffer index, start, stop, peer)`` and steps ``(kind, dst,
+    overlap, steps, sync)`` with transfers ``(buffer index, start, stop, peer)`` and steps ``(kind, dst,
     left, right, factor)`` over regions ``(buffer index, start, stop)``. None when it uses
     what only the full engine runs (codec frames, error feedback)."""
     try:
@@ -399,33 +432,37 @@ def _lower_round(rnd: Round) -> tuple:
             raise LookupError(r.buf)
         return _BUFFERS.index(r.buf), r.start, r.stop
 
-    steps: list[tuple] = []
-    for step in rnd.local:
-        if isinstance(step, Reduce):
-            steps.append((_REDUCE, at(step.dst), at(step.left), at(step.right), 0.0))
-        elif isinstance(step, Copy):
-            steps.append((_COPY, at(step.dst), at(step.src), None, 0.0))
-        elif isinstance(step, Scale):
-            steps.append((_SCALE, at(step.dst), at(step.src), None, step.factor))
-        else:  # codec steps
-            raise LookupError(step)
+    def lowered(local: tuple[Local, ...]) -> tuple:
+        steps: list[tuple] = []
+        for step in local:
+            if isinstance(step, Reduce):
+                steps.append((_REDUCE, at(step.dst), at(step.left), at(step.right), 0.0))
+            elif isinstance(step, Copy):
+                steps.append((_COPY, at(step.dst), at(step.src), None, 0.0))
+            elif isinstance(step, Scale):
+                steps.append((_SCALE, at(step.dst), at(step.src), None, step.factor))
+            else:  # codec steps
+                raise LookupError(step)
+        return tuple(steps)
+
     receives = tuple((*at(t.region), t.peer) for t in rnd.transfers if not isinstance(t, Send))
     sends = tuple((*at(t.region), t.peer) for t in rnd.transfers if isinstance(t, Send))
-    return receives, sends, tuple(steps), rnd.sync
+    return receives, sends, lowered(rnd.overlap), lowered(rnd.local), rnd.sync
 
 
 def bind(rounds: tuple, arrays: tuple, window: NodeWindow | None = None) -> tuple:
     """Lowered rounds on ``arrays`` (flat send, recv, tmp, and the node window's memory for a
-    schedule that uses it): per round ``(pair, receives, sends, steps, barrier)`` with message
-    specs ``([view, MPI.BYTE], peer)``, ``pair`` when it is one receive and one send (then one
-    ``Sendrecv``: the same messages, a third of the calls), the steps of :func:`bind_steps`,
-    and ``window`` for a round that passes its barrier."""
+    schedule that uses it): per round ``(pair, receives, sends, overlap, steps, barrier)`` with
+    message specs ``([view, MPI.BYTE], peer)``, ``pair`` when it is one receive and one send and
+    nothing overlaps them (then one ``Sendrecv``: the same messages, a third of the calls), the
+    steps of :func:`bind_steps`, and ``window`` for a round that passes its barrier."""
     byte = MPI.BYTE
-    return tuple((len(receives) == 1 and len(sends) == 1,
+    return tuple((len(receives) == 1 and len(sends) == 1 and not overlap,
                   tuple(([arrays[b][lo:hi], byte], peer) for b, lo, hi, peer in receives),
                   tuple(([arrays[b][lo:hi], byte], peer) for b, lo, hi, peer in sends),
-                  bind_steps(steps, arrays), window if sync else None)
-                 for receives, sends, steps, sync in rounds)
+                  bind_steps(overlap, arrays), bind_steps(steps, arrays),
+                  window if sync else None)
+                 for receives, sends, overlap, steps, sync in rounds)
 
 
 def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedule) -> None:
@@ -434,12 +471,17 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
     index = 0
     stamp: int | None = tag  # the first barrier is stamped (mpicoll.node_window)
     try:
-        for index, (pair, receives, sends, steps, barrier) in enumerate(rounds):
+        for index, (pair, receives, sends, overlap, steps, barrier) in enumerate(rounds):
             if pair:
                 comm.Sendrecv(sends[0][0], sends[0][1], tag, receives[0][0], receives[0][1], tag)
             elif receives or sends:
                 requests = [comm.Irecv(spec, peer, tag) for spec, peer in receives]
                 requests += [comm.Isend(spec, peer, tag) for spec, peer in sends]
+                if overlap:  # after the barrier, while the messages are in flight
+                    if not barrier.barrier(stamp):
+                        raise mismatch(schedule, index, tag, barrier.stamps(), _STAMPS)
+                    stamp = barrier = None
+                    run_bound_steps(overlap, op)
                 MPI.Request.Waitall(requests)
             if barrier is not None:
                 if not barrier.barrier(stamp):

@@ -45,8 +45,8 @@ class BoundRounds:
         self._requests = [
             [comm.Recv_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in receives]
             + [comm.Send_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in sends]
-            for receives, sends, _, _ in rounds]
-        self._steps = [bind_steps(steps, arrays) for _, _, steps, _ in rounds]
+            for receives, sends, _, _, _ in rounds]  # no node window: no barriers, no overlap
+        self._steps = [bind_steps(steps, arrays) for _, _, _, steps, _ in rounds]
         self._op, self._schedule, self._tag = op, schedule, tag
         self._next = len(rounds)
         self._pending: list[MPI.Prequest] | None = None

@@ -11,9 +11,11 @@ work in shared memory ``node`` (the node's window, ``Schedule.node_count`` eleme
 array that every rank of the node reads and writes: see :mod:`mpicoll.node_window`).
 
 A round posts all its receives and sends (and with ``sync`` enters the node's barrier,
-``Schedule.node``: the ranks that share the window), waits for them, then runs its local steps
-in order. A barrier orders the window: what any rank of the node wrote before it, every rank
-sees after it. Rounds are the unit the engine advances, which is what lets a nonblocking request
+``Schedule.node``: the ranks that share the window), runs its ``overlap`` steps while they are
+in flight (once the barrier passed), waits for them, then runs its local steps in order. A
+barrier orders the window: what any rank of the node wrote before it, every rank sees after it.
+Overlap steps are what lets a pipeline keep a slow link busy while a rank copies and reduces
+(hybrid's node stages under its inter-node ring); they never touch the round's transfer regions. Rounds are the unit the engine advances, which is what lets a nonblocking request
 progress the same schedule the blocking call runs to completion.
 """
 
@@ -110,6 +112,7 @@ class Round:
     local: tuple[Local, ...]
     phase: str = ""  # e.g. "reduce-scatter" or "inter-node/allgather", for timing records
     sync: bool = False  # the node's ranks pass a barrier with the transfers (shared memory)
+    overlap: tuple[Local, ...] = ()  # run while the transfers are in flight, after the barrier
 
 
 @dataclass(frozen=True)
@@ -158,13 +161,20 @@ class Builder:
             self._phases.pop()
 
     def round(self, transfers: Iterable[Transfer] = (), local: Iterable[Local] = (),
-              sync: bool = False) -> None:
+              sync: bool = False, overlap: Iterable[Local] = ()) -> None:
         """Append a round, dropping empty transfers and steps (count < p gives empty chunks).
-        ``sync``: the node's ranks (:meth:`window`) pass a barrier in it, even if it is empty."""
+        ``sync``: the node's ranks (:meth:`window`) pass a barrier in it, even if it is empty.
+        ``overlap``: steps to run while the transfers are in flight, once the barrier passed
+        (``sync`` needed; with no transfers, they run first among the local steps)."""
         transfers = tuple(t for t in transfers if len(t.region))
         local = tuple(s for s in local if len(s.src if isinstance(s, Encode) else s.dst))
+        overlap = tuple(s for s in overlap if len(s.src if isinstance(s, Encode) else s.dst))
+        if not transfers:
+            local, overlap = overlap + local, ()
+        if overlap and not sync:
+            raise ValueError("overlap steps run after the round's barrier: the round needs sync")
         if transfers or local or sync:
-            self.rounds.append(Round(transfers, local, "/".join(self._phases), sync))
+            self.rounds.append(Round(transfers, local, "/".join(self._phases), sync, overlap))
 
     def window(self, node: tuple[int, ...], count: int) -> None:
         """Use ``count`` elements of the shared window of the ranks ``node``."""

@@ -2,7 +2,8 @@
 
 Tests use it to check algorithms at world sizes no small machine can launch (1..64 ranks),
 and it finds what a real run would only show as a hang or a race: a receive nobody sends, a
-deadlock, a round that receives into a region it is also sending from, two ranks of a node
+deadlock, a round that receives into a region it is also sending from (or that its overlap
+steps touch while the messages are in flight), two ranks of a node
 touching the same window elements between the same two barriers (one of them writing).
 
 The ranks of a node share one ``node`` array; a ``sync`` round completes once every rank of the
@@ -85,7 +86,9 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
                                                 f"{t.peer}, gets {len(data)}")
                         bufs[r].view(t.region)[...] = data
                 _check_races(touched[(node, barriers[r])], r, rnd)
-                run_local(rnd.local, bufs[r], op, codec)
+                # Overlap steps touch none of the round's transfer regions (_check_hazards),
+                # so running them before the messages land is running them in flight.
+                run_local(rnd.overlap + rnd.local, bufs[r], op, codec)
                 position[r] += 1
                 posted[r] = False
                 progressed = True
@@ -102,7 +105,7 @@ def _check_races(seen: list[tuple[int, bool, Region]], rank: int, rnd: Round) ->
     """Between two barriers the ranks of a node run in any order: no window element may be
     written by one of them and touched by another (``seen``: what others did there)."""
     mine: list[tuple[int, bool, Region]] = []
-    for step in rnd.local:
+    for step in rnd.overlap + rnd.local:
         reads = [step.left, step.right] if isinstance(step, Reduce) else \
             [step.src] if isinstance(step, (Copy, Scale)) else []
         mine += [(rank, False, r) for r in reads if r.buf == "node"]
@@ -121,8 +124,18 @@ def _check_hazards(rank: int, rnd: Round) -> None:
     """MPI may read a send buffer, or write a receive buffer, at any time until the wait."""
     def key(region: Region) -> str:  # send and recv alias when in place, so they count as one buffer
         return "user" if region.buf in ("send", "recv") else region.buf
+    def clash(a: Region, b: Region) -> bool:
+        return key(a) == key(b) and a.start < b.stop and b.start < a.stop
+
     recvs = [t.region for t in rnd.transfers if isinstance(t, Recv)]
+    sends = [t.region for t in rnd.transfers if isinstance(t, Send)]
     for i, a in enumerate(recvs):
-        for b in recvs[i + 1:] + [t.region for t in rnd.transfers if isinstance(t, Send)]:
-            if key(a) == key(b) and a.start < b.stop and b.start < a.stop:
+        for b in recvs[i + 1:] + sends:
+            if clash(a, b):
                 raise ScheduleError(f"rank {rank} round {rnd}: receive into {a} overlaps {b}")
+    for step in rnd.overlap:  # they run while MPI may read the sends and write the receives
+        reads = [step.left, step.right] if isinstance(step, Reduce) else \
+            [getattr(step, "src")] if hasattr(step, "src") else []
+        for a in recvs + sends:
+            if clash(a, step.dst) or any(clash(a, b) for b in reads if a in recvs):
+                raise ScheduleError(f"rank {rank}: {step} runs while a message of {a} is in flight")

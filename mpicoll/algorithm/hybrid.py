@@ -17,9 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule import Builder, BufferName, split
+from ..schedule import Builder, BufferName, Copy, Local, Region, Transfer, split
 from . import node_leaders, ring, shm
 from .base import Algorithm, Frames, Layout, Options
+
+
+PIPELINE_BYTES = 512 << 10
+"""Input per rank per step of the uncompressed pipeline: small enough that filling and draining
+it (a few steps with the link idle) costs little, large enough that a step's messages keep the
+link busy for much longer than a round's own cost."""
 
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
@@ -28,19 +34,68 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
         node_leaders.plan(b, layout, count, options, src, frames)
         return
     node, me = shm.node_of(layout)
-    pieces = shm.Pieces(count, len(node), me, np.dtype(options.dtype).itemsize) \
-        if len(node) > 1 else None
+    peers = [n[me] for n in layout.nodes]
+    itemsize = np.dtype(options.dtype).itemsize
+    if len(node) > 1 and len(peers) > 1 and frames is None:
+        chunk = min(PIPELINE_BYTES, shm.CHUNK_BYTES)
+        pipelined(b, node, me, shm.Pieces(count, len(node), me, itemsize, chunk),
+                  peers, layout.nodes.index(node), src)
+        return
+    pieces = shm.Pieces(count, len(node), me, itemsize) if len(node) > 1 else None
     if pieces is not None:
         with b.phase("node"):
             shm.reduce_scatter(b, node, me, pieces, src)
         src = "recv"
-    peers = [n[me] for n in layout.nodes]
     with b.phase("inter-node"):  # only this stage crosses the slow links: only it is compressed
         ring.allreduce(b, peers, layout.nodes.index(node), *split(0, count, len(node))[me], src,
                        frames)
     if pieces is not None:
         with b.phase("node"):
             shm.allgather(b, node, me, pieces)
+
+
+def pipelined(b: Builder, node: tuple[int, ...], me: int, pieces: shm.Pieces, peers: list[int],
+              position: int, src: BufferName) -> None:
+    """All three stages at once, chunk by chunk: round k runs stage s on chunk k - s. A chunk's
+    stages: copy in, reduce this rank's piece over the node (into ``recv``), the inter-node
+    ring's steps on that piece (the last one also publishes the result in the window), copy
+    every rank's piece out. The node stages are overlap steps, run while the ring's messages
+    are in flight, so the link does not wait for them; a barrier in every round orders them."""
+    def ring_steps(j: int) -> list[ring.Step]:
+        chunks = split(*pieces.chunks[j][me], len(peers))
+        return (ring.reduce_scatter_steps(peers, position, chunks, "recv", stride)
+                + ring.allgather_steps(peers, position, chunks))
+
+    stride = max(-(-(hi - lo) // len(peers)) for c in pieces.chunks for lo, hi in c)
+    b.tmp(stride * (len(peers) - 1))
+    b.window(node, pieces.window)
+    steps = 2 * (len(peers) - 1)
+    stages = 2 + steps + 1
+    chunks = len(pieces.chunks)
+    with b.phase("pipelined"):
+        for k in range(chunks + stages - 1):
+            transfers: list[Transfer] = []
+            overlap: list[Local] = []
+            local: list[Local] = []
+            for s in range(stages):
+                j = k - s
+                if not 0 <= j < chunks:
+                    continue
+                if s == 0:
+                    overlap += pieces.copy_in(j, src)
+                elif s == 1:
+                    overlap += pieces.reduce(j, pieces.result(j))
+                    overlap.append(Copy(Region("recv", *pieces.chunks[j][me]), pieces.result(j)))
+                elif s < stages - 1:
+                    sent, reduced = ring_steps(j)[s - 2]
+                    transfers += sent
+                    local += reduced
+                    if s == stages - 2:  # the piece is whole: show it to the node
+                        local.append(Copy(pieces.result(j, published=True),
+                                          Region("recv", *pieces.chunks[j][me])))
+                else:
+                    overlap += pieces.copy_out(j, published=True)
+            b.round(transfers, local, sync=k >= 1, overlap=overlap)
 
 
 ALGORITHM = Algorithm("hybrid", "shared memory inside each node, rings of same-local-rank peers between nodes",

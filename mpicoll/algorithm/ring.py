@@ -7,41 +7,59 @@ same bits. Needs a commutative op: chunk ``i`` is reduced in ring order starting
 
 from __future__ import annotations
 
-from ..schedule import Builder, BufferName, Recv, Reduce, Region, Send, split
+from ..schedule import Builder, BufferName, Local, Recv, Reduce, Region, Send, Transfer, split
 from . import compressed_ring
 from .base import Algorithm, Frames, Layout, Options
 
 
-def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]],
-                   src: BufferName) -> None:
-    """After p-1 steps member ``me`` holds chunk ``me`` reduced over the group, in ``recv``.
+Step = tuple[list[Transfer], list[Local]]
+
+
+def reduce_scatter_steps(group: list[int], me: int, chunks: list[tuple[int, int]],
+                         src: BufferName, stride: int = 0) -> list[Step]:
+    """The p-1 steps (transfers, then local steps) after which member ``me`` holds chunk ``me``
+    reduced over the group, in ``recv``.
 
     The first step sends from ``src`` and every step reduces ``src + received`` into ``recv``,
-    so no copy of the input is ever made.
+    so no copy of the input is ever made. Step s receives into ``tmp`` at s·``stride`` (a
+    pipeline runs several steps at once).
     """
     p = len(group)
-    if p == 1:
-        return
     right, left = group[(me + 1) % p], group[(me - 1) % p]
+    steps: list[Step] = []
+    for step in range(p - 1):
+        out, into = chunks[(me - step - 1) % p], chunks[(me - step - 2) % p]
+        scratch = Region("tmp", step * stride, step * stride + into[1] - into[0])
+        steps.append(([Recv(left, scratch), Send(right, Region(src if step == 0 else "recv", *out))],
+                      [Reduce(Region("recv", *into), Region(src, *into), scratch)]))
+    return steps
+
+
+def allgather_steps(group: list[int], me: int, chunks: list[tuple[int, int]]) -> list[Step]:
+    """The p-1 steps that pass each member's chunk around the ring, straight into ``recv``."""
+    p = len(group)
+    right, left = group[(me + 1) % p], group[(me - 1) % p]
+    return [([Recv(left, Region("recv", *chunks[(me - step - 1) % p])),
+              Send(right, Region("recv", *chunks[(me - step) % p]))], [])
+            for step in range(p - 1)]
+
+
+def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]],
+                   src: BufferName) -> None:
+    """:func:`reduce_scatter_steps` as rounds."""
+    if len(group) == 1:
+        return
     b.tmp(max(hi - lo for lo, hi in chunks))
     with b.phase("reduce-scatter"):
-        for step in range(p - 1):
-            out, into = chunks[(me - step - 1) % p], chunks[(me - step - 2) % p]
-            scratch = Region("tmp", 0, into[1] - into[0])
-            b.round(
-                transfers=[Recv(left, scratch), Send(right, Region(src if step == 0 else "recv", *out))],
-                local=[Reduce(Region("recv", *into), Region(src, *into), scratch)],
-            )
+        for transfers, local in reduce_scatter_steps(group, me, chunks, src):
+            b.round(transfers, local)
 
 
 def allgather(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]]) -> None:
-    """Pass each member's chunk around the ring, straight into ``recv``."""
-    p = len(group)
-    right, left = group[(me + 1) % p], group[(me - 1) % p]
+    """:func:`allgather_steps` as rounds."""
     with b.phase("allgather"):
-        for step in range(p - 1):
-            out, into = chunks[(me - step) % p], chunks[(me - step - 1) % p]
-            b.round(transfers=[Recv(left, Region("recv", *into)), Send(right, Region("recv", *out))])
+        for transfers, local in allgather_steps(group, me, chunks):
+            b.round(transfers, local)
 
 
 def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src: BufferName,

@@ -27,7 +27,7 @@ from ..schedule import Builder, BufferName, Copy, Local, Reduce, Region, split
 from .base import Algorithm, Frames, Layout, Options
 
 CHUNK_BYTES = 1 << 20
-"""Input per rank per pipeline step; the window holds about (2 + 2/L) times this per rank."""
+"""Input per rank per pipeline step; the window holds about (2 + 4/L) times this per rank."""
 
 _ALIGN = 64
 
@@ -35,11 +35,18 @@ _ALIGN = 64
 class Pieces:
     """How ``count`` elements are cut for a node of ``size`` ranks: rank r owns the slice
     ``split(0, count, size)[r]``; chunk j holds piece j of every slice, so reducing chunk by
-    chunk leaves each rank's whole slice contiguous (what hybrid's inter-node stage needs)."""
+    chunk leaves each rank's whole slice contiguous (what hybrid's inter-node stage needs).
 
-    def __init__(self, count: int, size: int, me: int, itemsize: int):
+    Chunks hold at most ``chunk_bytes`` (:data:`CHUNK_BYTES` or less: a finer pipeline); the
+    areas are those of :data:`CHUNK_BYTES` whatever the chunks, so that every plan on a node
+    lays its window out alike."""
+
+    def __init__(self, count: int, size: int, me: int, itemsize: int,
+                 chunk_bytes: int | None = None):
+        chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        assert chunk_bytes <= CHUNK_BYTES
         self.size, self.me = size, me
-        chunk = CHUNK_BYTES // itemsize  # elements of one input area
+        chunk = chunk_bytes // itemsize  # elements of one chunk's input
         slices = split(0, count, size)
         # Each chunk takes at most ceil(slice / chunks) of each of the L slices: enough chunks
         # that L such pieces of the largest slice fit one input area.
@@ -47,13 +54,14 @@ class Pieces:
         pieces = [split(lo, hi, chunks) for lo, hi in slices]
         self.slices = slices
         self.chunks = [[p[j] for p in pieces] for j in range(chunks)]
-        # Per rank: two input areas, two result areas (bytes, then elements): fixed for a node.
+        # Per rank: two input areas, two result areas, two areas that publish a rank's slice
+        # to the others (bytes, then elements): fixed for a node.
         area = _up(CHUNK_BYTES)
         result = _up(-(-CHUNK_BYTES // size) + itemsize * 2)
-        self.segment = (2 * area + 2 * result) // itemsize
+        self.segment = (2 * area + 4 * result) // itemsize
         assert max(hi - lo for c in self.chunks for lo, hi in c) * itemsize <= result
         self._inputs = (0, area // itemsize)
-        self._results = (2 * area // itemsize, (2 * area + result) // itemsize)
+        self._results = tuple((2 * area + i * result) // itemsize for i in range(4))
 
     @property
     def window(self) -> int:
@@ -80,16 +88,17 @@ class Pieces:
         steps += [Reduce(dst, dst, right) for right in inputs[2:]]
         return steps
 
-    def result(self, j: int, rank: int | None = None) -> Region:
-        """Result area of ``rank`` (this one by default) for chunk ``j``'s piece."""
+    def result(self, j: int, rank: int | None = None, published: bool = False) -> Region:
+        """Result area of ``rank`` (this one by default) for chunk ``j``'s piece; ``published``:
+        the area that shows it to the others while this rank reduces later chunks."""
         rank = self.me if rank is None else rank
         lo, hi = self.chunks[j][rank]
-        base = rank * self.segment + self._results[j % 2]
+        base = rank * self.segment + self._results[j % 2 + 2 * published]
         return Region("node", base, base + hi - lo)
 
-    def copy_out(self, j: int) -> list[Local]:
+    def copy_out(self, j: int, published: bool = False) -> list[Local]:
         """Every rank's reduced piece of chunk ``j`` from its result area into ``recv``."""
-        return [Copy(Region("recv", *self.chunks[j][r]), self.result(j, r))
+        return [Copy(Region("recv", *self.chunks[j][r]), self.result(j, r, published))
                 for r in range(self.size)]
 
 
