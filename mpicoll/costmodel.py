@@ -240,7 +240,8 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     """Seconds of latency (α only), of bytes through memory (same-node β and γ), of bytes on
     cross-node links, and rounds on the critical path of algorithm ``name``: a prediction is
     latency + factor·memory + wire + overhead·rounds, the factor weighted by how much of the
-    working set is in the cache."""
+    working set is in the cache. For a schedule with overlap steps (run under its messages),
+    memory is what it adds to the wire's time."""
     from .algorithm import Layout, build_schedule, get
     if mpi_own(name):
         return _native_components(nbytes, nodes, model, itemsize)
@@ -260,10 +261,15 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     none = {"local": 0.0, "remote": 0.0}
     memory = {"local": model.beta["local"], "remote": 0.0}
     wire = {"local": 0.0, "remote": model.beta["remote"]}
+    on_wire = schedule_time(schedules, itemsize, node_of, none, wire, 0.0, 0.0, model.nics)
+    if any(rnd.overlap for rnd in first.rounds):  # memory is what it adds to the wire's time
+        both = {"local": model.beta["local"], "remote": model.beta["remote"]}
+        in_memory = schedule_time(schedules, itemsize, node_of, none, both, model.gamma, 0.0,
+                                  model.nics) - on_wire
+    else:
+        in_memory = schedule_time(schedules, itemsize, node_of, none, memory, model.gamma, 0.0)
     return (schedule_time(schedules, itemsize, node_of, model.alpha, none, 0.0, 0.0),
-            schedule_time(schedules, itemsize, node_of, none, memory, model.gamma, 0.0),
-            schedule_time(schedules, itemsize, node_of, none, wire, 0.0, 0.0, model.nics),
-            schedule_time(schedules, itemsize, node_of, none, none, 0.0, 1.0))
+            in_memory, on_wire, schedule_time(schedules, itemsize, node_of, none, none, 0.0, 1.0))
 
 
 EVENTS = 300_000
@@ -311,7 +317,8 @@ def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ..
     """Components for more ranks than :func:`schedule_time` can follow: the ranks of the first
     node (rank 0's: a tree's root) built, all ranks assumed to run round i together. A round
     costs its slowest rank's largest latency, and its bytes at the links' rates, cross-node
-    ones shared by the node's ranks that send across in that round. Exact for algorithms whose
+    ones shared by the node's ranks that send across in that round; overlap steps cost what
+    they take beyond the round's own link time. Exact for algorithms whose
     ranks all do the same, round by round (ring, rd, rabenseifner, hybrid on equal nodes);
     for a tree it leaves out the rounds that fill and drain the pipeline (log p of them)."""
     from .algorithm import Layout, build_schedule
@@ -335,13 +342,13 @@ def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ..
                 slowest_alpha = max(slowest_alpha, model.alpha[level])
             if rnd.sync:
                 slowest_alpha = max(slowest_alpha, model.alpha["local"])
-            wire = max(sent["remote"], got["remote"]) * model.beta["remote"] * share
-            overlapped = _elements(rnd.overlap) * itemsize * model.gamma  # hidden under the wire
+            link = max(sent["remote"], got["remote"]) * model.beta["remote"] * share
+            overlapped = _elements(rnd.overlap) * itemsize * model.gamma  # hidden under the link
             slowest_memory = max(slowest_memory,
                                  max(sent["local"], got["local"]) * model.beta["local"]
                                  + _elements(rnd.local) * itemsize * model.gamma
-                                 + max(0.0, overlapped - wire))
-            slowest_wire = max(slowest_wire, wire)
+                                 + max(0.0, overlapped - link))
+            slowest_wire = max(slowest_wire, link)
         latency += slowest_alpha
         memory += slowest_memory
         wire += slowest_wire

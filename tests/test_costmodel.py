@@ -186,7 +186,16 @@ def test_lockstep_agrees_with_events_where_ranks_do_alike(monkeypatch, name):
         lockstep = components(name, n, nodes, model)
         monkeypatch.undo()
         components.cache_clear()
-        assert lockstep == pytest.approx(events, rel=0.01)
+        if name != "hybrid":
+            assert lockstep == pytest.approx(events, rel=0.01)
+            continue
+        # hybrid's pipeline runs its node steps under the link: the events hide them (and a
+        # rank's reductions) under the link's whole queue, lockstep under a round's own share
+        # only; what memory adds to the wire's time is small either way.
+        assert (lockstep[0], lockstep[2], lockstep[3]) == \
+            pytest.approx((events[0], events[2], events[3]), rel=0.01)
+        assert sum(lockstep[:3]) == pytest.approx(sum(events[:3]), rel=0.01)
+        assert lockstep[1] >= events[1]  # lockstep hides less
 
 
 def test_presets_name_their_sources():

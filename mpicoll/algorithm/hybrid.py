@@ -9,8 +9,12 @@ inter-node stage sends messages. Inter-node traffic per rank is 2(N-1)/N · n/L,
 Nodes of unequal size have no common local ranks: they go through node leaders instead
 (:mod:`.node_leaders`). The result is the same bits on every rank either way.
 
+Uncompressed between nodes, the three stages run as one pipeline over chunks (:func:`pipelined`):
+the node stages run while the ring's messages are on the link, which otherwise would stand idle
+while a rank copies and reduces (MPICH over TCP moves data only inside MPI calls).
+
 With a codec only the inter-node stage is compressed: the node stages run in shared memory,
-where encoding would cost more than it saves.
+where encoding would cost more than it saves; the stages then run one after another.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ the node passes a barrier, each rank reduces its slice across the L inputs in ra
 its result area, another barrier, and each rank copies every slice out: no messages at all,
 about 2n copied and n/L·(L−1) reduced per rank. Long vectors go in chunks, pipelined: in one
 round a rank copies chunk k in, reduces its slice of chunk k−1 and copies chunk k−2 out, so the
-window stays bounded (two input areas of :data:`CHUNK_BYTES` and two result areas of a slice,
-per rank) and one barrier per chunk orders it all.
+window stays bounded (two input areas of :data:`CHUNK_BYTES` and four result areas of a slice,
+per rank: two of them publish hybrid's pipelined results) and one barrier per chunk orders it
+all.
 
 The window's layout is the same for every call (in bytes, whatever the count or dtype): inputs
 at the front of each rank's segment, results behind them. That is what makes one call safe

@@ -80,7 +80,7 @@ def test_outstanding_requests_complete_in_any_order(order):
 
 
 def test_persistent_and_buckets():
-    x = data(WORLD, 50_000, "f8", "sum")
+    x = data(WORLD, 300_000, "f8", "sum")  # hybrid on emulated nodes: a pipeline of 3 chunks
     ref = native(WORLD, x, "sum")
     for algorithm in algorithms():
         out = np.empty_like(x)
