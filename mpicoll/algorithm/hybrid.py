@@ -58,6 +58,10 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
             shm.allgather(b, node, me, pieces)
 
 
+Stage = tuple[list[Transfer], list[Local], list[Local]]
+"""What one pipeline stage does to one chunk: transfers, overlap steps, local steps."""
+
+
 def pipelined(b: Builder, node: tuple[int, ...], me: int, pieces: shm.Pieces, peers: list[int],
               position: int, src: BufferName) -> None:
     """All three stages at once, chunk by chunk: round k runs stage s on chunk k - s. A chunk's
@@ -65,41 +69,29 @@ def pipelined(b: Builder, node: tuple[int, ...], me: int, pieces: shm.Pieces, pe
     ring's steps on that piece (the last one also publishes the result in the window), copy
     every rank's piece out. The node stages are overlap steps, run while the ring's messages
     are in flight, so the link does not wait for them; a barrier in every round orders them."""
-    def ring_steps(j: int) -> list[ring.Step]:
-        chunks = split(*pieces.chunks[j][me], len(peers))
-        return (ring.reduce_scatter_steps(peers, position, chunks, "recv", stride)
-                + ring.allgather_steps(peers, position, chunks))
-
     stride = max(-(-(hi - lo) // len(peers)) for c in pieces.chunks for lo, hi in c)
-    b.tmp(stride * (len(peers) - 1))
+    b.tmp(stride * (len(peers) - 1))  # ring steps in flight together receive apart
     b.window(node, pieces.window)
-    steps = 2 * (len(peers) - 1)
-    stages = 2 + steps + 1
-    chunks = len(pieces.chunks)
+
+    def stages(j: int) -> list[Stage]:
+        piece = Region("recv", *pieces.chunks[j][me])
+        ring_chunks = split(piece.start, piece.stop, len(peers))
+        steps = (ring.reduce_scatter_steps(peers, position, ring_chunks, "recv", stride)
+                 + ring.allgather_steps(peers, position, ring_chunks))
+        steps[-1][1].append(Copy(pieces.result(j, published=True), piece))  # whole: publish it
+        return ([([], pieces.copy_in(j, src), []),
+                 ([], pieces.reduce(j, pieces.result(j)) + [Copy(piece, pieces.result(j))], [])]
+                + [(transfers, [], local) for transfers, local in steps]
+                + [([], pieces.copy_out(j, published=True), [])])
+
+    chunks = [stages(j) for j in range(len(pieces.chunks))]
+    depth = len(chunks[0])
     with b.phase("pipelined"):
-        for k in range(chunks + stages - 1):
-            transfers: list[Transfer] = []
-            overlap: list[Local] = []
-            local: list[Local] = []
-            for s in range(stages):
-                j = k - s
-                if not 0 <= j < chunks:
-                    continue
-                if s == 0:
-                    overlap += pieces.copy_in(j, src)
-                elif s == 1:
-                    overlap += pieces.reduce(j, pieces.result(j))
-                    overlap.append(Copy(Region("recv", *pieces.chunks[j][me]), pieces.result(j)))
-                elif s < stages - 1:
-                    sent, reduced = ring_steps(j)[s - 2]
-                    transfers += sent
-                    local += reduced
-                    if s == stages - 2:  # the piece is whole: show it to the node
-                        local.append(Copy(pieces.result(j, published=True),
-                                          Region("recv", *pieces.chunks[j][me])))
-                else:
-                    overlap += pieces.copy_out(j, published=True)
-            b.round(transfers, local, sync=k >= 1, overlap=overlap)
+        for k in range(len(chunks) + depth - 1):
+            running = [chunks[k - s][s] for s in range(depth) if 0 <= k - s < len(chunks)]
+            b.round([t for transfers, _, _ in running for t in transfers],
+                    [step for _, _, local in running for step in local], sync=k >= 1,
+                    overlap=[step for _, overlap, _ in running for step in overlap])
 
 
 ALGORITHM = Algorithm("hybrid", "shared memory inside each node, rings of same-local-rank peers between nodes",
