@@ -202,7 +202,6 @@ class Execution:
         self._stamp = tag if schedule.node_count else None
         self._compare = False
         self._overlap = False  # the round in flight's overlap steps are still to run
-        self._passed = False  # the round in flight's barrier has passed (and been fenced)
         if not schedule.rounds:
             self._finished()
 
@@ -332,7 +331,7 @@ class Execution:
                 self._statuses += [MPI.Status() for _ in range(len(reqs) - len(self._statuses))]
         self._pending = reqs
         self._next += 1
-        self._overlap, self._passed = bool(rnd.overlap), False
+        self._overlap = bool(rnd.overlap)
 
     def _run_overlap(self, block: bool) -> bool:
         """Run the overlap steps of the round in flight once its barrier (its last request)
@@ -357,7 +356,6 @@ class Execution:
 
     def _barrier_passed(self) -> None:
         """The round's barrier completed: see the others' writes, and compare the stamps."""
-        self._passed = True
         window = self._bufs.window
         window.fence()  # type: ignore[union-attr]
         if self._compare:
@@ -381,7 +379,7 @@ class Execution:
         if self._carrying is not None:  # the barrier passed: and the ranks agree?
             carrying, self._carrying = self._carrying, None
             self._agreed(carrying.verdict)
-        if rnd.sync and not self._passed:
+        if rnd.sync and not rnd.overlap:  # (with overlap steps, it passed before they ran)
             self._barrier_passed()
         if self._link is None:
             if rnd.local:

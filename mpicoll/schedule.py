@@ -15,7 +15,8 @@ A round posts all its receives and sends (and with ``sync`` enters the node's ba
 in flight (once the barrier passed), waits for them, then runs its local steps in order. A
 barrier orders the window: what any rank of the node wrote before it, every rank sees after it.
 Overlap steps are what lets a pipeline keep a slow link busy while a rank copies and reduces
-(hybrid's node stages under its inter-node ring); they never touch the round's transfer regions. Rounds are the unit the engine advances, which is what lets a nonblocking request
+(hybrid's node stages under its inter-node ring); they never touch the round's transfer
+regions. Rounds are the unit the engine advances, which is what lets a nonblocking request
 progress the same schedule the blocking call runs to completion.
 """
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .engine import Buffers, run_local
 from .ops import Op
-from .schedule import Copy, Recv, Reduce, Region, Round, Scale, Schedule, Send
+from .schedule import Copy, Decode, Encode, Local, Recv, Reduce, Region, Round, Scale, Schedule, Send
 
 if TYPE_CHECKING:
     from .codecs import Codec
@@ -101,14 +101,19 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
     return results  # the recv buffers the schedules wrote
 
 
+def _reads(step: Local) -> list[Region]:
+    """The regions a local step reads."""
+    if isinstance(step, Reduce):
+        return [step.left, step.right]
+    return [step.src] if isinstance(step, (Copy, Scale, Encode, Decode)) else []
+
+
 def _check_races(seen: list[tuple[int, bool, Region]], rank: int, rnd: Round) -> None:
     """Between two barriers the ranks of a node run in any order: no window element may be
     written by one of them and touched by another (``seen``: what others did there)."""
     mine: list[tuple[int, bool, Region]] = []
     for step in rnd.overlap + rnd.local:
-        reads = [step.left, step.right] if isinstance(step, Reduce) else \
-            [step.src] if isinstance(step, (Copy, Scale)) else []
-        mine += [(rank, False, r) for r in reads if r.buf == "node"]
+        mine += [(rank, False, r) for r in _reads(step) if r.buf == "node"]
         if getattr(step, "dst", None) is not None and step.dst.buf == "node":
             mine.append((rank, True, step.dst))
     for other, wrote, region in seen:
@@ -134,8 +139,6 @@ def _check_hazards(rank: int, rnd: Round) -> None:
             if clash(a, b):
                 raise ScheduleError(f"rank {rank} round {rnd}: receive into {a} overlaps {b}")
     for step in rnd.overlap:  # they run while MPI may read the sends and write the receives
-        reads = [step.left, step.right] if isinstance(step, Reduce) else \
-            [getattr(step, "src")] if hasattr(step, "src") else []
         for a in recvs + sends:
-            if clash(a, step.dst) or any(clash(a, b) for b in reads if a in recvs):
+            if clash(a, step.dst) or any(clash(a, b) for b in _reads(step) if a in recvs):
                 raise ScheduleError(f"rank {rank}: {step} runs while a message of {a} is in flight")
