@@ -36,7 +36,10 @@ ROW_DTYPE = np.dtype([
 ])
 NATIVE = "native"
 Method: TypeAlias = Union[str, tuple[str, str]]  # NATIVE, or (algorithm, codec spec)
-TARGET_SAMPLE_SECONDS = 2e-3  # small messages repeat inside a sample so that it lasts about this
+TARGET_SAMPLE_SECONDS = 2e-3
+"""Small messages repeat inside a sample so that it lasts about this (``Settings.sample_seconds``:
+on links that are token buckets, many times what the burst takes at the link's rate, or a
+sample measures the burst)."""
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Settings:
     warmup: int = 3
     check: bool = True
     codecs: list[str] = field(default_factory=list)  # names, "+ef" for error feedback; "none" = plain
+    sample_seconds: float = TARGET_SAMPLE_SECONDS  # a sample repeats a small call this long
 
     @property
     def methods(self) -> list[tuple[str, str]]:
@@ -216,7 +220,7 @@ def measure(comm: MPI.Intracomm, calls: dict[Method, Callable[[], object]], sett
     for call in calls.values():
         for _ in range(settings.warmup):
             call()
-    inner = _inner_repeats(comm, calls[NATIVE])
+    inner = _inner_repeats(comm, calls[NATIVE], settings.sample_seconds)
     names = list(calls)
     samples = np.zeros((len(names), settings.iters))
     for rep in range(settings.iters):
@@ -232,13 +236,13 @@ def measure(comm: MPI.Intracomm, calls: dict[Method, Callable[[], object]], sett
     return dict(zip(names, samples))
 
 
-def _inner_repeats(comm: MPI.Intracomm, call: Callable[[], object]) -> int:
-    """Enough back-to-back calls that one sample lasts about TARGET_SAMPLE_SECONDS (same on all ranks)."""
+def _inner_repeats(comm: MPI.Intracomm, call: Callable[[], object], seconds: float) -> int:
+    """Enough back-to-back calls that one sample lasts about ``seconds`` (same on all ranks)."""
     comm.Barrier()
     t0 = time.perf_counter()
     call()
     once = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-    return int(min(1000, max(1, TARGET_SAMPLE_SECONDS // max(once, 1e-7))))
+    return int(min(1000, max(1, seconds // max(once, 1e-7))))
 
 
 def _row(settings: Settings, x: np.ndarray, name: str, ran: str, codec: str, times: np.ndarray,
@@ -266,7 +270,8 @@ def header(settings: Settings, comm: MPI.Intracomm, nodes: int) -> str:
     return "\n".join([
         f"# mpicoll bench: {comm.Get_size()} ranks on {nodes} node(s); {lib}",
         f"# {settings.dtype} {settings.op}; {settings.iters} interleaved repetitions after "
-        f"{settings.warmup} warm-up; ratio = median(mpicoll time / native time)"
+        f"{settings.warmup} warm-up, small calls repeated for {settings.sample_seconds * 1e3:g} ms "
+        "a sample; ratio = median(mpicoll time / native time)"
         + ("; not run (the algorithm does not compress that way): "
            + ", ".join(f"{a} {c or 'none'}" for a, c in settings.skipped) if settings.skipped else ""),
         "#" + _cells(COLUMNS)[1:],

@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
                             "NAME+ef for error feedback, e.g. none,fp16,int8,topk (default none)")
     bench.add_argument("-d", "--dtype", default="float32", help="NumPy dtype (default float32)")
     bench.add_argument("-o", "--op", default="sum", help="sum, prod, min, max (default sum)")
+    bench.add_argument("--sample-ms", type=float, metavar="MS",
+                       help="a sample repeats a small call for about this long (default 2; on "
+                            "token-bucket links, many times the burst's time at the link's rate)")
     bench.add_argument("--no-check", action="store_true", help="skip the #wrong comparison")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     bench.add_argument("--output", metavar="FILE.h5",
@@ -141,9 +144,10 @@ def _bench(args: argparse.Namespace) -> int:
         sizes=bench.size_range(args.sizes, args.factor),
         algorithms=[a for a in names.split(",") if a],
         dtype=args.dtype, op=args.op, iters=args.iters, warmup=args.warmup,
-        check=not args.no_check, codecs=[c for c in args.codecs.split(",") if c])
-    if settings.iters < 1 or settings.warmup < 0:
-        raise ValueError("iterations must be >= 1 and warm-up >= 0")
+        check=not args.no_check, codecs=[c for c in args.codecs.split(",") if c],
+        **({} if args.sample_ms is None else {"sample_seconds": args.sample_ms * 1e-3}))
+    if settings.iters < 1 or settings.warmup < 0 or not settings.sample_seconds > 0:
+        raise ValueError("iterations must be >= 1, warm-up >= 0 and --sample-ms > 0")
     rows = bench.run(settings, comm, progress=not args.no_progress,
                      emit=lambda line: print(line, flush=True))
     wrong = comm.bcast(int(rows["wrong"].max()) if len(rows) else 0, root=0)

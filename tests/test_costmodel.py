@@ -172,6 +172,37 @@ def test_a_rank_takes_its_incoming_messages_one_after_another():
         pytest.approx(b * BETA + ALPHA)
 
 
+def test_a_token_bucket_link_passes_its_burst_at_once_and_its_rate_on_average():
+    """A 2-rank ring across two nodes puts n bytes on each link each way (two rounds of n/2).
+    With a burst, that share of the wire time goes; the link's rate on average stays: n·β."""
+    n = 1 << 20
+    nodes = ((0,), (1,))
+    slow = Model({"local": ALPHA, "remote": 5e-3}, MODEL.beta, GAMMA, nics=1)  # latency-heavy
+    latency, memory, wire, _ = components("ring", n, nodes, slow)
+    assert wire == pytest.approx(n * 10 * BETA) and latency == pytest.approx(2 * 5e-3)
+    plain = predict("ring", n, nodes, slow)
+    assert plain == pytest.approx(latency + memory + wire)
+    quarter = dataclasses.replace(slow, burst=n // 4)
+    assert costmodel.busiest_link("ring", n, nodes, quarter) == n
+    assert predict("ring", n, nodes, quarter) == pytest.approx(plain - wire / 4)
+    whole = dataclasses.replace(slow, burst=n)  # all at once, but not faster than the rate
+    assert predict("ring", n, nodes, whole) == pytest.approx(max(latency + memory, n * 10 * BETA))
+    fast = dataclasses.replace(whole, alpha={"local": ALPHA, "remote": ALPHA})
+    assert predict("ring", n, nodes, fast) == pytest.approx(n * 10 * BETA)
+
+
+def test_the_busiest_link_counts_what_a_node_sends_and_receives_across():
+    """Ring on 2 nodes of 2: the node's one link carries rank 1's 2·3·n/4 out and rank 3's in.
+    A binary tree on 4 nodes of 1: an inner rank takes its child's part and its parent's
+    result, 2n; the root sends the result to two children, 2n."""
+    n = 1 << 16
+    two = ((0, 1), (2, 3))
+    model = dataclasses.replace(costmodel.EMULATED_1G)
+    assert costmodel.busiest_link("ring", n, two, model) == 3 * n // 2
+    assert costmodel.busiest_link("ring", n, one_node(4), model) == 0
+    assert costmodel.busiest_link("tree", n, tuple((r,) for r in range(4)), model) == 2 * n
+
+
 @pytest.mark.parametrize("name", ["ring", "rd", "rabenseifner", "hybrid"])
 def test_lockstep_agrees_with_events_where_ranks_do_alike(monkeypatch, name):
     """For algorithms whose ranks all do the same round by round, the lockstep estimate (what

@@ -79,6 +79,25 @@ def test_bad_bench_arguments_fail_on_every_rank_without_hanging(mpirun):
         mpirun(3, "-m", "mpicoll", "bench", "-a", "butterfly", timeout=60)
     with pytest.raises(pytest.fail.Exception, match="not a size"):
         mpirun(2, "-m", "mpicoll", "bench", "-m", "8:lots", timeout=60)
+    with pytest.raises(pytest.fail.Exception, match="--sample-ms > 0"):
+        mpirun(2, "-m", "mpicoll", "bench", "-m", "8", "--sample-ms", "0", timeout=60)
+
+
+def test_a_sample_repeats_small_calls_for_the_time_asked():
+    """bench --sample-ms: after one probe call, a call of at least 5 ms repeats 2 to 10 times in
+    a 50 ms sample, and once in a sample shorter than itself."""
+    import time
+    calls = []
+
+    def call():
+        calls.append(1)
+        time.sleep(0.005)
+    for seconds, fewest, most in ((0.05, 2, 10), (1e-6, 1, 1)):
+        calls.clear()
+        settings = bench.Settings(sizes=[8], algorithms=[], iters=1, warmup=0,
+                                  sample_seconds=seconds)
+        bench.measure(MPI.COMM_SELF, {bench.NATIVE: call}, settings)
+        assert fewest <= len(calls) - 1 <= most, (seconds, len(calls))
 
 
 def test_sizes_parse_like_osu():
