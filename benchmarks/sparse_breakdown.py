@@ -5,7 +5,8 @@
 The steps ``sparse-allgather`` runs on every rank, each timed alone on a float32 array of
 ``--mib`` MiB of normal values (medians of ``--repeats``): the contribution added into the
 residual, the selection, the rest of the encode (values, index varints, frame), charging the
-frame to the residual, the residual's finiteness check, then decoding ``--ranks`` frames into
+frame to the residual, the residual's finiteness check (of the kept entries: error feedback's
+look when all is finite), then decoding ``--ranks`` frames into
 the result (the first written, the others added; each is parsed). The wire is not here: see
 the emulated-cluster tables in docs/results.md.
 
@@ -54,7 +55,7 @@ def main() -> None:
         select = median_ms(lambda: codec._select(x), args.repeats)
         encode = median_ms(lambda: codec.encode_kept(x), args.repeats) - select
         charge = median_ms(lambda: owed.__setitem__(kept, owed[kept] - sent), args.repeats)
-        finite = median_ms(lambda: np.isfinite(owed.sum()), args.repeats)
+        finite = median_ms(lambda: np.isfinite(owed[kept].sum()), args.repeats)  # (kept only)
 
         def decode_all() -> None:
             codec.decode(frame, out=out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
+import warnings
 from pathlib import Path
 
 import codec_checks as checks
@@ -283,6 +284,54 @@ def test_topk_sends_nan():
     for method in ("exact", "sampled"):
         y = codecs.get("topk", method=method).decode(codecs.get("topk", method=method).encode(x))
         assert np.isnan(y[500])
+
+
+SPARSE_SPECS = ({"name": "topk", "method": "exact"}, {"name": "topk", "seed": 0},
+                {"name": "threshold", "seed": 0})
+
+
+def _with_non_finite(rng, n, bad):
+    """Normal values, ``bad`` of them NaN or ±inf, some beyond float16's range."""
+    x = rng.standard_normal(n).astype(np.float32)
+    x[rng.integers(0, n, 20)] *= 1e5  # sent as ±inf in float16: the residual gets -+inf
+    where = rng.choice(n, bad, replace=False)
+    x[where] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), bad)
+    return x
+
+
+@pytest.mark.parametrize("spec", SPARSE_SPECS, ids=lambda s: "-".join(map(str, s.values())))
+def test_sparse_codecs_keep_every_non_finite_entry_unless_they_keep_only_such(spec):
+    """SparseCodec._select's contract, which error feedback's finiteness check relies on."""
+    rng = np.random.default_rng(11)
+    codec = codecs.get(**spec)
+    for bad in (0, 1, 5, 99, 100, 101, 500, 9999, 10_000):
+        x = _with_non_finite(rng, 10_000, bad)
+        kept, _ = codec.select_kept(x)
+        missed = np.setdiff1d(np.flatnonzero(~np.isfinite(x)), kept)
+        assert missed.size == 0 or not np.isfinite(x[kept]).any(), (bad, missed[:5])
+
+
+@pytest.mark.parametrize("spec", SPARSE_SPECS, ids=lambda s: "-".join(map(str, s.values())))
+def test_error_feedback_checks_the_kept_entries_and_finds_what_a_full_look_finds(spec):
+    """What sparse-allgather does with error feedback: select, charge what was sent, drop the
+    non-finite entries. Looking at the kept entries first must end as the full look does."""
+    from mpicoll.algorithm.sparse_allgather import charge
+    rng = np.random.default_rng(12)
+    quick, full = (codecs.ErrorFeedback(codecs.get(**spec)) for _ in range(2))
+    for step, bad in enumerate((0, 3, 0, 150, 0, 10_000, 0, 1)):
+        x = _with_non_finite(rng, 10_000, bad)
+        for ef, shortcut in ((quick, True), (full, False)):
+            owed = ef.owed(x)
+            owed += x
+            kept, sent = ef.codec.select_kept(owed)
+            charge(owed, kept, sent)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ef.keep_finite(owed, kept if shortcut else None)
+        assert np.isfinite(quick.residual).all(), step
+        assert quick.residual.tobytes() == full.residual.tobytes(), step
+        assert quick.dropped == full.dropped, step
+    assert quick.dropped >= 10_000  # the checks had something to find
 
 
 @pytest.mark.parametrize("sample", ("normal", "laplace", "student"))

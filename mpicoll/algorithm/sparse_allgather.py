@@ -86,7 +86,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
             codec.decode_sub(frame, given)
         else:
             charge(given, kept, sent)
-        feedback.keep_finite(given)
+        feedback.keep_finite(given, kept)
     yield from gather(call, frame, lengths)
 
 

@@ -107,7 +107,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     else:
         frame = codec.frames_kept(given, kept, sent)
         charge(given, kept, sent)
-        feedback.keep_finite(given)
+        feedback.keep_finite(given, kept)
         yield from _said(sparse_allgather.NAME, gather(call, frame, rows[:, 0]), call)
 
 

@@ -85,15 +85,21 @@ class ErrorFeedback:
         self.keep_finite(given)
         return frame
 
-    def keep_finite(self, owed: Array) -> None:
+    def keep_finite(self, owed: Array, kept: Array | None = None) -> None:
         """Zero the entries of ``owed`` (part of the residual) that are not finite; count them.
 
         One reduction when all is finite (a sum is finite then, unless it overflows, which only
-        costs the exact look that follows).
+        costs the exact look that follows). ``kept``: the indices a sparse frame just sent and
+        charged to ``owed``. A sparse codec keeps every entry that is not finite before any that
+        is (:class:`~mpicoll.codecs.sparse.SparseCodec`), and an entry it kept stays finite only
+        if it was: so when the kept entries are finite now, all are, and the look is at those
+        k entries (1% at top-1%) instead of all.
         """
         xp = array_module(owed)
         with np.errstate(over="ignore", invalid="ignore"):
-            if owed.size == 0 or bool(xp.isfinite(owed.sum())):
+            if owed.size == 0 or (kept is not None and kept.size
+                                  and bool(xp.isfinite(owed[kept].sum()))) \
+                    or bool(xp.isfinite(owed.sum())):
                 return
         bad = ~xp.isfinite(owed)
         count = int(bad.sum())

@@ -112,7 +112,9 @@ class SparseCodec(Codec):
     @abstractmethod
     def _select(self, flat: np.ndarray) -> np.ndarray:
         """Return the sorted, unique int64 indices of the elements to send (in ``flat``'s array
-        module)."""
+        module). Every element that is not finite (NaN, ±inf) is among them, unless all of them
+        are such elements: a NaN is never hidden, and error feedback checks only what was
+        kept for one (:meth:`mpicoll.codecs.ErrorFeedback.keep_finite`)."""
 
     @abstractmethod
     def _max_kept(self, count: int) -> int: ...
