@@ -263,8 +263,7 @@ def busiest_link(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], mod
     from .algorithm import Layout, build_schedule, get
     if mpi_own(name):
         name = _native_shape(nbytes, nodes, model, itemsize)
-    size = sum(map(len, nodes))
-    node_of = {r: n for n, ranks in enumerate(nodes) for r in ranks}
+    size, node_of = sum(map(len, nodes)), _node_of(nodes)
     options, count = _options(itemsize), max(1, nbytes // itemsize)
     first = build_schedule(get(name), Layout(0, size, nodes), count, options)
     ranks = range(size) if _events(size, first) else nodes[0]
@@ -293,11 +292,7 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     from .algorithm import Layout, build_schedule, get
     if mpi_own(name):
         return _native_components(nbytes, nodes, model, itemsize)
-    size = sum(map(len, nodes))
-    node_of = [0] * size
-    for n, ranks in enumerate(nodes):
-        for r in ranks:
-            node_of[r] = n
+    size, node_of = sum(map(len, nodes)), _node_of(nodes)
     options = _options(itemsize)
     count = max(1, nbytes // itemsize)
     algorithm = get(name)
@@ -318,6 +313,15 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
         in_memory = schedule_time(schedules, itemsize, node_of, none, memory, model.gamma, 0.0)
     return (schedule_time(schedules, itemsize, node_of, model.alpha, none, 0.0, 0.0),
             in_memory, on_wire, schedule_time(schedules, itemsize, node_of, none, none, 0.0, 1.0))
+
+
+def _node_of(nodes: tuple[tuple[int, ...], ...]) -> list[int]:
+    """Each rank's node."""
+    node_of = [0] * sum(map(len, nodes))
+    for n, ranks in enumerate(nodes):
+        for r in ranks:
+            node_of[r] = n
+    return node_of
 
 
 EVENTS = 300_000
