@@ -5,13 +5,16 @@
 Each "before" is inlined below as the reference, checked to give the same result, then the two
 are timed in turn per repetition; prints medians and the median of the per-repetition ratios:
 
-- topk's selection (sampled threshold, candidates, exact top-k among them): now a chunk at a
-  time (``sparse.above``: a chunk's magnitudes and mask stay in the cache, the candidates'
-  magnitudes are read from there); before, on whole arrays (every magnitude, one mask, a gather
-  of the candidates' magnitudes);
+- topk's selection (sampled threshold, candidates, exact top-k among them): now a sample of
+  ``100 / ratio`` magnitudes, and the k kept by a partition of the candidates' magnitudes (as
+  integers) and a mask in index order; before, a sample of 1% of the array, an
+  ``argpartition`` of the candidates, then a sort of the kept indices;
 - the index varints of that selection, encoded (now: every varint's first byte at once, no
   index list for all of them) and decoded (now: the minimality check on the stream's bytes, not
   on a gather of the varints' last bytes).
+
+(At first "before" for the selection was the whole-array pass ahead of ``sparse.above``: the
+script at 8a06b41 made docs/results/issue15/sparse-passes.txt.)
 """
 
 from __future__ import annotations
@@ -23,22 +26,20 @@ import time
 import numpy as np
 
 from mpicoll import codecs
-from mpicoll.codecs.sparse import CodecError, varint_decode, varint_encode
-from mpicoll.codecs.topk import _largest
+from mpicoll.codecs.sparse import CodecError, above, varint_decode, varint_encode
 
 
-def whole_array(codec, flat: np.ndarray) -> np.ndarray:
-    """The selection as it was before ``sparse.above`` (the same random sample as ``codec``'s)."""
+def select_before(rng: np.random.Generator, ratio: float, flat: np.ndarray) -> np.ndarray:
+    """topk's sampled selection as it was (its sample drawn from ``rng``)."""
     n = flat.size
-    k = math.ceil(codec.ratio * n)
-    magnitude = np.abs(flat)
-    m = min(n, max(4096, math.ceil(codec.sample_ratio * n)))
+    k = math.ceil(ratio * n)
+    m = min(n, max(4096, math.ceil(0.01 * n)))
     expected = m * k / n
     rank = math.ceil(1.25 * expected + 3 * math.sqrt(expected)) + 1
-    sample = magnitude[codec._rng.integers(0, n, m)]
+    sample = np.abs(flat[rng.integers(0, n, m)])
     threshold = np.partition(sample, m - rank)[m - rank]
-    candidates = np.flatnonzero(~(magnitude < threshold))
-    return np.sort(candidates[_largest(magnitude[candidates], k)])
+    candidates, magnitudes = above(flat, threshold, inclusive=True)
+    return np.sort(candidates[np.argpartition(magnitudes, magnitudes.size - k)[magnitudes.size - k:]])
 
 
 def encode_before(values: np.ndarray) -> np.ndarray:
@@ -94,8 +95,9 @@ def main() -> None:
     args = parser.parse_args()
     x = np.random.default_rng(0).standard_normal(args.mib * 2**20 // 4).astype(np.float32)
     print(f"# {args.mib} MiB float32, top-1%, medians of {args.repeats} interleaved repetitions")
-    before, now = codecs.get("topk", seed=1), codecs.get("topk", seed=1)
-    compare("topk select", lambda: whole_array(before, x), lambda: now._select(x), args.repeats)
+    rng, now = np.random.default_rng(1), codecs.get("topk", seed=1)
+    compare("topk select", lambda: select_before(rng, now.ratio, x), lambda: now._select(x),
+            args.repeats)
     idx = now._select(x)
     gaps = np.diff(idx, prepend=-1).astype(np.uint64) - np.uint64(1)
     stream = varint_encode(gaps)

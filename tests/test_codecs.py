@@ -18,7 +18,7 @@ import pytest
 from codec_checks import DTYPES, rand
 
 import mpicoll.codecs as codecs
-from mpicoll.codecs import CodecError, ErrorFeedback, UnknownCodecError, registry
+from mpicoll.codecs import CodecError, ErrorFeedback, UnknownCodecError, registry, sparse
 from mpicoll.codecs.fp16 import FP16
 
 NAMES = codecs.available()
@@ -267,23 +267,50 @@ def test_topk_k_is_ceil_of_ratio_times_count_and_at_least_one():
         np.testing.assert_array_equal(np.flatnonzero(y), np.arange(n - k, n))
 
 
-def test_topk_sampled_agrees_with_exact():
+def test_topk_sampled_picks_what_exact_picks_ties_included():
+    """The sampled method's candidates hold every element at or above the k-th largest magnitude,
+    and both methods trim by the same rule (those above it, then the first ones equal to it):
+    the same indices, ties too; with ``sample_ratio`` as without."""
     rng = np.random.default_rng(4)
-    for x in (rng.standard_normal(200_000), rng.standard_t(2, 200_000), rng.random(200_000)):
-        exact = np.flatnonzero(codecs.get("topk", method="exact").decode(
-            codecs.get("topk", method="exact").encode(x)))
-        sampled = np.flatnonzero(codecs.get("topk", seed=0).decode(
-            codecs.get("topk", seed=0).encode(x)))
-        assert exact.size == sampled.size == 2000
-        assert np.intersect1d(exact, sampled).size >= 0.99 * exact.size
+    ties = rng.integers(-40, 40, 200_000).astype(np.float32)  # ~2500 of magnitude 40: k is 2000
+    for x in (rng.standard_normal(200_000), rng.standard_t(2, 200_000), rng.random(200_000), ties):
+        exact, _ = codecs.get("topk", method="exact").select_kept(x)
+        assert exact.size == 2000 and np.all(np.diff(exact) > 0)
+        for sampled in (codecs.get("topk", seed=0), codecs.get("topk", sample_ratio=0.05, seed=1)):
+            np.testing.assert_array_equal(sampled.select_kept(x)[0], exact)
+    np.testing.assert_array_equal(exact, np.flatnonzero(ties == -40)[:2000])
 
 
-def test_topk_sends_nan():
-    x = rand(1000)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_above_keeps_what_is_not_below_the_threshold(dtype):
+    """``sparse.above``, a chunk at a time: the elements where ``|x| < t`` (or ``|x| <= t``) is
+    false, in order, with their magnitudes: every NaN, and everything for a NaN threshold."""
+    specials = [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1.5, -1.5, 65504.0, 1e-8]
+    x = np.concatenate([np.array(specials, dtype), rand(sparse._CHUNK + 5, dtype)])
+    magnitude = np.abs(x)
+    for t in (0.0, -0.0, 1e-8, 0.1, 1.5, 2.5, 65504.0, 1e6, np.inf, np.nan):
+        for inclusive in (True, False):
+            with np.errstate(over="ignore"):
+                below = (magnitude < t) if inclusive else (magnitude <= t)
+                idx, kept = sparse.above(x, t, inclusive)
+            np.testing.assert_array_equal(idx, np.flatnonzero(~below), err_msg=f"{t} {inclusive}")
+            np.testing.assert_array_equal(kept, magnitude[idx])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_topk_sends_nan(dtype):
+    """Every NaN counts as the largest magnitude: negative ones and ones with a payload too."""
+    x = rand(1000, dtype)
+    itype = np.dtype(f"<i{np.dtype(dtype).itemsize}")
     x[500] = np.nan
+    x[600] = -np.abs(np.array(np.nan, dtype))
+    x[700] = (np.array(np.nan, dtype).view(itype) | 1).view(dtype)
+    x[800] = np.inf
     for method in ("exact", "sampled"):
-        y = codecs.get("topk", method=method).decode(codecs.get("topk", method=method).encode(x))
-        assert np.isnan(y[500])
+        codec = codecs.get("topk", method=method, ratio=0.004, value_dtype=None)
+        kept, values = codec.select_kept(x)
+        np.testing.assert_array_equal(kept, [500, 600, 700, 800])
+        assert np.isnan(values[:3]).all() and values[3] == np.inf
 
 
 SPARSE_SPECS = ({"name": "topk", "method": "exact"}, {"name": "topk", "seed": 0},
