@@ -145,10 +145,11 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     spec = "" if codec_ is None else codecs.spec(codec_)
     # What every rank must agree on; checked before anything moves on the first call of each
     # kind (every call with MPICOLL_CHECK=1), and hashed into every message tag.
-    kind = (send.size, send.dtype, op_.name, chosen.name,
+    rest = (send.dtype, op_.name, chosen.name,
             spec if inner is None else f"{spec}({_params(inner)})")
+    kind = (send.size, *rest)
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
-    bits = check.tag_bits(kind) if known is None else known
+    bits = check.tag_bits(send.size, rest) if known is None else known
     carry = blocking and chosen.one_node and chosen.plan is not None
     checking = ctx.checks.start(number, kind, bits, carry, blocking, known is None,
                                 blocking and chosen.blocks) \

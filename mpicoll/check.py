@@ -25,7 +25,6 @@ window, where no messages travel, the first barrier's stamps do the same
 
 from __future__ import annotations
 
-import functools
 import os
 import struct
 import zlib
@@ -68,16 +67,23 @@ def refresh() -> None:
     fastpath.forget()
 
 
-def tag_bits(kind: tuple) -> int:
-    """A stable hash of a fingerprint ``(count, dtype, op, algorithm, codec)``, for message tags
-    and the check (the same on every rank and run). On a first call's path: the count is the
-    field that changes most, so the rest is hashed once."""
-    return zlib.crc32(kind[0].to_bytes(8, "little", signed=True), _rest_bits(*kind[1:]))
+def tag_bits(count: int, rest: tuple) -> int:
+    """A stable hash of a fingerprint ``(count, *rest)``, ``rest`` being ``(dtype, op,
+    algorithm, codec)``, for message tags and the check (the same on every rank and run; counts
+    that differ by less than 2**32 always differ in it, a CRC's guarantee). On a first call's
+    path, which it lengthens on every rank: the count is the field that changes most, so the rest
+    is hashed once per kind of call."""
+    rest_bits = _REST_BITS.get(rest)
+    if rest_bits is None:
+        if len(_REST_BITS) >= 1024:
+            _REST_BITS.clear()
+        dtype, op, algorithm, codec = rest
+        rest_bits = _REST_BITS[rest] = zlib.crc32(f"{dtype.str}|{op}|{algorithm}|{codec}".encode())
+    return zlib.crc32(_COUNT(count), rest_bits)
 
 
-@functools.lru_cache(maxsize=1024)
-def _rest_bits(dtype: np.dtype, op: str, algorithm: str, codec: str) -> int:
-    return zlib.crc32(f"{dtype.str}|{op}|{algorithm}|{codec}".encode())
+_REST_BITS: dict[tuple, int] = {}
+_COUNT = struct.Struct("<q").pack
 
 
 class Channel:
