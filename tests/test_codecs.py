@@ -281,6 +281,15 @@ def test_topk_sampled_picks_what_exact_picks_ties_included():
     np.testing.assert_array_equal(exact, np.flatnonzero(ties == -40)[:2000])
 
 
+def test_topk_sample_holds_about_100_of_the_top_k_but_at_most_1_percent():
+    topk = codecs.get("topk")
+    assert topk.sample_size(4 << 20) == 10_000  # 100 / 0.01
+    assert topk.sample_size(100_000) == 4096  # at least
+    assert topk.sample_size(1000) == 1000  # at most everything
+    assert codecs.get("topk", ratio=1e-4).sample_size(4 << 20) == 41_944  # 1% of n
+    assert codecs.get("topk", sample_ratio=0.05).sample_size(1 << 20) == 52_429
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_above_keeps_what_is_not_below_the_threshold(dtype):
     """``sparse.above``, a chunk at a time: the elements where ``|x| < t`` (or ``|x| <= t``) is

@@ -4,7 +4,8 @@ sparsifier; use it through :class:`~mpicoll.codecs.ErrorFeedback` so unsent valu
 
 ``method="exact"`` partitions all magnitudes (``np.partition``, O(n) but the slowest pass).
 ``method="sampled"`` is DGC's fast path: estimate the threshold from a random sample of
-magnitudes (``100 / ratio`` of them, or ``sample_ratio · count``; at least 4096), placed a little
+magnitudes (``100 / ratio`` of them but at most 1% of ``count``, or ``sample_ratio · count``; at
+least 4096), placed a little
 low so that ``|x| ≥ t`` keeps slightly more than ``k`` candidates, then trim the candidates to the
 exact top ``k`` (of equal magnitudes at the k-th, the first ones). Because every
 element outside the candidates is smaller than every candidate, the result is the exact top-k
@@ -29,10 +30,12 @@ __all__ = ["TopK"]
 
 _MIN_SAMPLE = 4096
 _IN_SAMPLE = 100
-"""Sample elements expected among the top k, by default (``sample_ratio=None``): the candidates
-then number about 1.56 k, and fall short of k (the exact pass runs) once in about 10⁷ calls (156
-or more of the sample above the k-th largest, where 100 are expected: a binomial tail of 1.1e-7).
-A sample of this size is the same at every n: drawing it is a random read per element."""
+_MAX_SAMPLE_RATIO = 0.01
+"""By default (``sample_ratio=None``) the sample holds about 100 elements of the top k: the
+candidates then number about 1.56 k, and fall short of k (the exact pass runs) once in about 10⁷
+calls (156 or more of the sample above the k-th largest, where 100 are expected: a binomial tail
+of 1.1e-7). That is ``100 / ratio`` magnitudes whatever n (drawing each is a random read), but
+never more than 1% of n: a small ratio keeps the sample of 1% and fewer of the top k in it."""
 
 
 class TopK(SparseCodec):
@@ -68,7 +71,8 @@ class TopK(SparseCodec):
 
     def sample_size(self, n: int) -> int:
         """How many magnitudes of ``n`` the sampled method draws."""
-        wanted = self.sample_ratio * n if self.sample_ratio is not None else _IN_SAMPLE / self.ratio
+        wanted = self.sample_ratio * n if self.sample_ratio is not None else \
+            min(_IN_SAMPLE / self.ratio, _MAX_SAMPLE_RATIO * n)
         return min(n, max(_MIN_SAMPLE, math.ceil(wanted)))
 
     def _candidates(self, flat, k):
