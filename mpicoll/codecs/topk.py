@@ -5,13 +5,12 @@ sparsifier; use it through :class:`~mpicoll.codecs.ErrorFeedback` so unsent valu
 ``method="exact"`` partitions all magnitudes (``np.partition``, O(n) but the slowest pass).
 ``method="sampled"`` is DGC's fast path: estimate the threshold from a random sample of
 magnitudes (``100 / ratio`` of them but at most 1% of ``count``, or ``sample_ratio · count``; at
-least 4096), placed a little
-low so that ``|x| ≥ t`` keeps slightly more than ``k`` candidates, then trim the candidates to the
-exact top ``k`` (of equal magnitudes at the k-th, the first ones). Because every
-element outside the candidates is smaller than every candidate, the result is the exact top-k
-(the same indices as the exact method); when the estimate keeps fewer than ``k`` (rare) it falls
-back to the exact pass.
-NaN counts as the largest magnitude in both, so a NaN is always sent, never hidden.
+least 4096), placed a little low so that ``|x| ≥ t`` keeps slightly more than ``k`` candidates,
+then trim the candidates to the exact top ``k`` (of equal magnitudes at the k-th, the first
+ones). Because every element outside the candidates is smaller than every candidate, the result
+is the exact top-k (the same indices as the exact method); when the estimate keeps fewer than
+``k`` (rare) it falls back to the exact pass. NaN counts as the largest magnitude in both, so a
+NaN is always sent, never hidden.
 
 Values travel as ``value_dtype`` (float16 by default, which is what makes top-1% 120× smaller
 than float32; magnitudes above 65504 become ±inf), or in the input's dtype with ``None``.
@@ -112,5 +111,5 @@ def _magnitude_bits(x):
     """``|x|`` as integers as wide as its floats (the sign bit cleared): they order as the
     magnitudes do, with every NaN above inf, so a NaN is never left out (a float comparison
     would need a pass of its own for NaN)."""
-    width = 8 * x.dtype.itemsize
-    return x.view(f"<i{x.dtype.itemsize}") & ((1 << (width - 1)) - 1)
+    itemsize = x.dtype.itemsize
+    return x.view(f"<i{itemsize}") & ((1 << (8 * itemsize - 1)) - 1)
