@@ -6,13 +6,14 @@ The steps ``sparse-allgather`` runs on every rank, each timed alone on a float32
 ``--mib`` MiB of normal values (medians of ``--repeats``): the contribution added into the
 residual, the selection, the rest of the encode (values, index varints, frame), charging the
 frame to the residual, the residual's finiteness check (of the kept entries: error feedback's
-look when all is finite), then decoding ``--ranks`` frames into
-the result (the first written, the others added; each is parsed). The wire is not here: see
-the emulated-cluster tables in docs/results.md.
+look when all is finite), then decoding the sum of ``--ranks`` frames into the result
+(``decode_sum``; each frame is parsed). The wire is not here: see the emulated-cluster tables
+in docs/results.md.
 
 Then the three CPU rates ``sparse-auto`` predicts with (mpicoll/algorithm/sparse_auto.py), for
-topk: seconds per byte of a frame parsed and added in (a top-1% frame of the array), per frame
-whatever its size (a top-1% frame of 1000 elements), and per element encoded (the whole array).
+topk: seconds per byte of a frame parsed and added in (what one more top-1% frame of the array
+adds to a ``decode_sum``), per frame whatever its size (the same with frames of 1000 elements),
+and per element encoded (the whole array).
 """
 
 from __future__ import annotations
@@ -57,11 +58,7 @@ def main() -> None:
         charge = median_ms(lambda: owed.__setitem__(kept, owed[kept] - sent), args.repeats)
         finite = median_ms(lambda: np.isfinite(owed[kept].sum()), args.repeats)  # (kept only)
 
-        def decode_all() -> None:
-            codec.decode(frame, out=out)
-            for _ in range(args.ranks - 1):
-                codec.decode_add(frame, out)
-        decode = median_ms(decode_all, args.repeats)
+        decode = median_ms(lambda: codec.decode_sum([frame] * args.ranks, out), args.repeats)
         total = add + select + encode + charge + finite + decode
         print(f"{name:>10} {add:9.2f} {select:8.2f} {encode:8.2f} {charge:8.2f} {finite:8.2f} "
               f"{decode:8.2f} {total:8.2f}", flush=True)
@@ -73,9 +70,13 @@ def rates(x: np.ndarray, repeats: int) -> None:
     codec = codecs.get("topk")
     frame, out = codec.encode(x), np.zeros_like(x)
     small = codec.encode(x[:1000])
-    per_frame = median_ms(lambda: codec.decode_add(small, out[:1000]), repeats) * 1e-3
-    per_byte = (median_ms(lambda: codec.decode_add(frame, out), repeats) * 1e-3
-                - per_frame) / frame.size
+
+    def one_more(frame_: np.ndarray, out_: np.ndarray) -> float:
+        """Seconds that each frame after the first adds to a decode_sum of five."""
+        five = median_ms(lambda: codec.decode_sum([frame_] * 5, out_), repeats)
+        return (five - median_ms(lambda: codec.decode_sum([frame_], out_), repeats)) * 1e-3 / 4
+    per_frame = one_more(small, out[:1000])
+    per_byte = (one_more(frame, out) - per_frame) / frame.size
     per_element = median_ms(lambda: codec.encode(x), repeats) * 1e-3 / x.size
     print(f"# sparse-auto's rates: PARSE {per_byte:.2e} s per frame byte ({frame.size} B frame), "
           f"FRAME {per_frame:.1e} s per frame, SELECT {per_element:.2e} s per element")

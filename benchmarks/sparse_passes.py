@@ -11,7 +11,14 @@ are timed in turn per repetition; prints medians and the median of the per-repet
   ``argpartition`` of the candidates, then a sort of the kept indices;
 - the index varints of that selection, encoded (now: every varint's first byte at once, no
   index list for all of them) and decoded (now: the minimality check on the stream's bytes, not
-  on a gather of the varints' last bytes).
+  on a gather of the varints' last bytes);
+- the indices decoded from those varints: now (``gap_indices``) one cumulative sum over the
+  stream's bytes; before, the varints decoded (as ``varint_decode`` still does where a gap
+  needs three bytes or more) and summed;
+- a rank's decode of ``--ranks`` top-1% frames (of different random arrays) into its result:
+  now ``decode_sum``, a chunk of the result at a time; before, a ``decode`` of the first frame
+  and a ``decode_add`` of each other one, each a pass of its own, with the indices decoded as
+  before.
 
 (At first "before" for the selection was the whole-array pass ahead of ``sparse.above``: the
 script at 8a06b41 made docs/results/issue15/sparse-passes.txt.)
@@ -26,7 +33,8 @@ import time
 import numpy as np
 
 from mpicoll import codecs
-from mpicoll.codecs.sparse import CodecError, above, varint_decode, varint_encode
+from mpicoll.codecs import wire
+from mpicoll.codecs.sparse import CodecError, above, gap_indices, varint_decode, varint_encode
 
 
 def select_before(rng: np.random.Generator, ratio: float, flat: np.ndarray) -> np.ndarray:
@@ -74,6 +82,29 @@ def decode_before(stream: np.ndarray, k: int) -> np.ndarray:
     return values
 
 
+def indices_before(stream: np.ndarray, k: int, count: int) -> np.ndarray:
+    idx = np.cumsum(varint_decode(stream, k) + np.uint64(1)) - np.uint64(1)
+    if k and (idx[-1] >= count or np.any(idx[1:] <= idx[:-1])):
+        raise CodecError(f"index out of range for {count} elements")
+    return idx.view(np.int64)
+
+
+def decode_sum_before(codec, frames: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """The frames decoded one at a time into ``out``, the first written, the others added."""
+    for r, frame in enumerate(frames):
+        header = wire.unpack(frame[:wire.header_nbytes(1, codec.params)], codec.codec_id,
+                             codec.params)
+        k, nstream, vcode, _ = header.params
+        values = frame[header.nbytes:header.nbytes + k * 2].view(wire.CODE_DTYPES[vcode])
+        idx = indices_before(frame[header.nbytes + k * 2:], k, header.count)
+        if r:
+            out[idx] += values
+        else:
+            out[...] = 0
+            out[idx] = values
+    return out
+
+
 def compare(name: str, before, now, repeats: int) -> None:
     if not np.array_equal(before(), now()):
         raise SystemExit(f"{name}: the two differ")
@@ -84,7 +115,7 @@ def compare(name: str, before, now, repeats: int) -> None:
             step()
             times.append(time.perf_counter() - start)
     ratio = np.median(np.array(t_now) / np.array(t_before))
-    print(f"{name:>15}: before {np.median(t_before) * 1e3:6.3f} ms, now "
+    print(f"{name:>16}: before {np.median(t_before) * 1e3:6.3f} ms, now "
           f"{np.median(t_now) * 1e3:6.3f} ms, median ratio {ratio:.3f}")
 
 
@@ -92,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=41)
+    parser.add_argument("--ranks", type=int, default=4, help="frames decoded (default 4)")
     args = parser.parse_args()
     x = np.random.default_rng(0).standard_normal(args.mib * 2**20 // 4).astype(np.float32)
     print(f"# {args.mib} MiB float32, top-1%, medians of {args.repeats} interleaved repetitions")
@@ -105,6 +137,14 @@ def main() -> None:
             args.repeats)
     compare("varint decode", lambda: decode_before(stream, gaps.size),
             lambda: varint_decode(stream, gaps.size), args.repeats)
+    compare("index decode", lambda: indices_before(stream, idx.size, x.size),
+            lambda: gap_indices(stream, idx.size, x.size), args.repeats)
+    rng = np.random.default_rng(2)
+    frames = [now.encode(rng.standard_normal(x.size).astype(np.float32))
+              for _ in range(args.ranks)]
+    out_before, out_now = np.empty_like(x), np.empty_like(x)
+    compare(f"decode {args.ranks} frames", lambda: decode_sum_before(now, frames, out_before),
+            lambda: now.decode_sum(frames, out_now), args.repeats)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from ._array import Array, array_module
 from . import check
 from .check import MismatchError
 from .ops import Op
-from .schedule import Copy, Decode, Encode, Local, Reduce, Region, Round, Scale, Schedule, Send, Zero
+from .schedule import (Copy, Decode, DecodeSum, Encode, Local, Reduce, Region, Round, Scale,
+                       Schedule, Send, Zero)
 from .timing import Record
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None
                     _codec(codec).decode_add(view(step.src), view(step.dst))
                 else:
                     _codec(codec).decode(view(step.src), out=view(step.dst))
+            elif isinstance(step, DecodeSum):
+                _codec(codec).decode_sum([view(src) for src in step.srcs], view(step.dst))
             elif isinstance(step, Encode):
                 _encode(step, bufs, _codec(codec))
             elif isinstance(step, Copy):

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Literal, Union
 
-__all__ = ["BufferName", "Transfer", "Local", "Region", "Send", "Recv", "Reduce", "Copy", "Scale", "Zero", "Encode", "Decode", "Round",
+__all__ = ["BufferName", "Transfer", "Local", "Region", "Send", "Recv", "Reduce", "Copy", "Scale", "Zero", "Encode", "Decode", "DecodeSum", "Round",
            "Schedule", "Builder", "split"]
 
 BufferName = Literal["send", "recv", "tmp", "wire", "residual", "node"]
@@ -103,8 +103,17 @@ class Decode:
     add: bool = False
 
 
+@dataclass(frozen=True)
+class DecodeSum:
+    """``dst = the sum of the decoded frames srcs``, added in order (as a ``Decode`` of the
+    first, then a ``Decode`` with ``add`` of each other, give): one pass over ``dst``."""
+
+    dst: Region
+    srcs: tuple[Region, ...]
+
+
 Transfer = Union[Send, Recv]
-Local = Union[Reduce, Copy, Scale, Zero, Encode, Decode]
+Local = Union[Reduce, Copy, Scale, Zero, Encode, Decode, DecodeSum]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import numpy as np
 
 from .engine import Buffers, run_local
 from .ops import Op
-from .schedule import Copy, Decode, Encode, Local, Recv, Reduce, Region, Round, Scale, Schedule, Send
+from .schedule import (Copy, Decode, DecodeSum, Encode, Local, Recv, Reduce, Region, Round,
+                       Scale, Schedule, Send)
 
 if TYPE_CHECKING:
     from .codecs import Codec
@@ -105,6 +106,8 @@ def _reads(step: Local) -> list[Region]:
     """The regions a local step reads."""
     if isinstance(step, Reduce):
         return [step.left, step.right]
+    if isinstance(step, DecodeSum):
+        return list(step.srcs)
     return [step.src] if isinstance(step, (Copy, Scale, Encode, Decode)) else []
 
 

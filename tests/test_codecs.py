@@ -611,6 +611,64 @@ def test_varints_round_trip_at_every_length():
     assert stream.size == sum(max(1, -(-int(v).bit_length() // 7)) for v in values)
 
 
+@pytest.mark.parametrize("names", [("topk",) * 4, ("threshold",) * 3, ("fp16",) * 2,
+                                   ("topk", "fp16", "topk")])
+@pytest.mark.parametrize("n", [0, 1, 1000, (1 << 18) * 2 + 77])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_decode_sum_is_decode_then_decode_adds_bit_for_bit(names, n, dtype):
+    """The sparse codecs' one pass over ``out`` (a chunk at a time, beyond one chunk here) gives
+    the bits of decode + decode_add in order, -0.0 (of the dense frames) and entries that
+    several frames keep included; mixed codecs (a region switched to dense) go frame by frame."""
+    rng = np.random.default_rng(n)
+    frames = []
+    for r, name in enumerate(names):
+        x = rng.standard_normal(n).astype(dtype)
+        x[::7] = -0.0
+        frames.append(codecs.get(name).encode(x if r else -x))
+    expected = codecs.decode(frames[0]).reshape(-1).copy()
+    for frame in frames[1:]:
+        codecs.decode_add(frame, expected)
+    out = np.full(n, np.nan, dtype)
+    assert codecs.decode_sum(frames, out) is out
+    assert out.tobytes() == expected.tobytes()
+    if len(set(names)) == 1:
+        again = np.full(n, 7.0, dtype)
+        codecs.get(names[0]).decode_sum(frames, again)
+        assert again.tobytes() == expected.tobytes()
+
+
+def test_decode_sum_checks_every_frame_before_writing():
+    x = rand(100)
+    frames = [codecs.get("topk").encode(x), codecs.get("topk").encode(x[:99])]
+    out = np.full(100, 3.0, np.float32)
+    with pytest.raises(CodecError, match="shape"):
+        codecs.get("topk").decode_sum(frames, out)
+    assert np.all(out == 3.0)
+    with pytest.raises(CodecError, match="float32"):
+        codecs.get("topk").decode_sum(frames[:1], np.zeros(100))
+    with pytest.raises(ValueError, match="at least one"):
+        codecs.decode_sum([], out)
+
+
+@pytest.mark.parametrize("top", [1, 128, 16384, 1 << 21])
+def test_gap_indices_one_sum_over_bytes_equals_varints_summed(top):
+    """Gaps below 16384 take the one-sum path, any larger gap the varint decode: both give the
+    indices the gaps encode, edges of the one- and two-byte lengths included."""
+    from mpicoll.codecs.sparse import gap_indices, varint_encode
+    rng = np.random.default_rng(top)
+    gaps = np.concatenate([[0, 127, 128, min(top, 16383)], rng.integers(0, top, 5000)])
+    gaps = rng.permutation(gaps).astype(np.uint64)
+    expected = np.cumsum(gaps.astype(np.int64) + 1) - 1
+    stream = varint_encode(gaps)
+    assert np.array_equal(gap_indices(stream, gaps.size, int(expected[-1]) + 1), expected)
+    with pytest.raises(CodecError):
+        gap_indices(stream, gaps.size, int(expected[-1]))  # the last index == count
+    with pytest.raises(CodecError):
+        gap_indices(stream, gaps.size - 1, 1 << 62)
+    with pytest.raises(CodecError):
+        gap_indices(stream[:-1], gaps.size, 1 << 62)
+
+
 def sparse_frame(k, stream, count=100, values=None, vcode=2):
     values = bytes(4 * k) if values is None else values
     return (header(codec_id=4, count=count, shape=(count,))

@@ -24,7 +24,7 @@ from .. import codecs, ops, transport
 from ..codecs.sparse import SparseCodec
 from .._array import array_module
 from ..engine import Buffers, Execution, run_local
-from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
+from ..schedule import Builder, Decode, DecodeSum, Recv, Region, Schedule, Send
 from . import registry
 from .base import Algorithm, Call, Layout, Ran, prologue, run_planned
 
@@ -55,8 +55,7 @@ def allgather_frames(layout: Layout, lengths: list[int], count: int,
             b.round([Recv(left, slots[(me - step - 1) % p]), Send(right, slots[(me - step) % p])])
     with b.phase("decode"):
         if regions is None:
-            everything = Region("recv", 0, count)
-            b.round(local=[Decode(everything, slot, add=r > 0) for r, slot in enumerate(slots)])
+            b.round(local=[DecodeSum(Region("recv", 0, count), tuple(slots))])
         else:
             b.round(local=[Decode(Region("recv", regions[r], regions[r + 1]), slot)
                            for r, slot in enumerate(slots)])

@@ -32,7 +32,7 @@ from ..codecs.sparse import SparseCodec
 from ..codecs.wire import frame_bytes, peek_codec_id
 from .._array import array_module
 from ..engine import Buffers, Execution
-from ..schedule import Builder, Decode, Recv, Region, Schedule, Send
+from ..schedule import Builder, DecodeSum, Recv, Region, Schedule, Send
 from . import registry
 from .base import Algorithm, Call, Layout, Ran, run_planned
 from .sparse_allgather import (FALLBACK, allgather_frames, bounds, charge, contribution,
@@ -46,7 +46,7 @@ class _ByFrame:
     """Decodes each frame with the codec that wrote it: a region may have switched to dense."""
 
     decode = staticmethod(codecs.decode)
-    decode_add = staticmethod(codecs.decode_add)
+    decode_sum = staticmethod(codecs.decode_sum)
 
 
 def reduce_scatter_frames(layout: Layout, lengths: np.ndarray, edges: list[int],
@@ -64,7 +64,7 @@ def reduce_scatter_frames(layout: Layout, lengths: np.ndarray, edges: list[int],
     region = Region("recv", edges[me], edges[me + 1])
     slots = [mine[me] if q == me else theirs[q] for q in range(p)]
     with b.phase("decode"):
-        b.round(local=[Decode(region, slot, add=q > 0) for q, slot in enumerate(slots)])
+        b.round(local=[DecodeSum(region, tuple(slots))])
     return b.build(NAME, count)
 
 

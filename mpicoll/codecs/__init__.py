@@ -21,7 +21,7 @@ from .registry import (UnknownCodecError, available, class_for_id, from_config, 
 from .wire import CodecError
 
 __all__ = ["Codec", "CodecError", "ErrorFeedback", "UnknownCodecError", "available", "decode",
-           "decode_add", "decode_sub", "from_config", "get", "parse", "register", "spec"]
+           "decode_add", "decode_sub", "decode_sum", "from_config", "get", "parse", "register", "spec"]
 
 
 @cache
@@ -42,6 +42,20 @@ def decode(frame, out=None) -> np.ndarray:
 def decode_add(frame, acc: np.ndarray) -> np.ndarray:
     """Add the values of a frame of any registered codec into ``acc``."""
     return _codec_for(frame).decode_add(frame, acc)
+
+
+def decode_sum(frames, out: np.ndarray) -> np.ndarray:
+    """Decode the sum of frames of any registered codecs into ``out``, in order: in one call of
+    their codec's ``decode_sum`` when they share one, else frame by frame."""
+    if not frames:
+        raise ValueError("decode_sum needs at least one frame")
+    ids = {wire.peek_codec_id(wire.frame_bytes(frame)) for frame in frames}
+    if len(ids) == 1:
+        return _decoder(ids.pop()).decode_sum(frames, out)
+    decode(frames[0], out)
+    for frame in frames[1:]:
+        decode_add(frame, out)
+    return out
 
 
 def decode_sub(frame, acc: np.ndarray) -> np.ndarray:

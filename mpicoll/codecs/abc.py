@@ -21,6 +21,10 @@ one, the arithmetic runs on the device, and mixing host and device arrays in one
     ``acc += decode(frame)`` with ``acc``'s dtype as the accumulator (float32/float64 for sums of
     low-precision frames), without a full-size temporary where the codec allows it (sparse codecs
     scatter-add). ``acc`` must have the frame's shape.
+``decode_sum(frames, out) -> out``
+    ``out`` = the sum of the decoded ``frames`` (a sequence, each of ``out``'s shape), the first
+    decoded into ``out`` and each next one added as ``decode_add`` adds it, in order: the same
+    bits as those calls, which it may make in one pass over ``out`` (sparse codecs do).
 ``max_frame_nbytes(count, dtype, ndim=1) -> int``
     An upper bound of ``encode``'s output size, exact for ``dense`` codecs, so a receiver can size
     its buffer before the frame arrives.
@@ -102,6 +106,14 @@ class Codec(ABC):
         self._decode_into(header, parsed, decoded)
         acc -= decoded
 
+    def _sum_into(self, parsed: list[tuple[wire.Header, Any]], out: np.ndarray) -> None:
+        """Write the sum of the parsed frames into the flat ``out``: the first decoded, the
+        others added, in order."""
+        (header, first), *others = parsed
+        self._decode_into(header, first, out)
+        for header, frame in others:
+            self._add_into(header, frame, out)
+
     @abstractmethod
     def _max_payload_nbytes(self, count: int, dtype: np.dtype) -> int: ...
 
@@ -151,6 +163,22 @@ class Codec(ABC):
         with np.errstate(over="ignore", invalid="ignore"):  # see _decode_into
             self._add_into(header, parsed, acc.reshape(-1))
         return acc
+
+    def decode_sum(self, frames, out: np.ndarray) -> np.ndarray:
+        """Decode the sum of ``frames`` into ``out``, in order (``decode`` of the first, then
+        ``decode_add`` of each other, in one pass where the codec can); return ``out``. Every
+        frame is read and checked before ``out`` is written."""
+        if not frames:
+            raise ValueError("decode_sum needs at least one frame")
+        parsed = []
+        for i, frame in enumerate(frames):
+            header, frame_parsed, _, _ = self._read(frame)
+            same_module("decode_sum: frames and out", frame, out)
+            _check_target(out, header, "out", same_dtype=i == 0)
+            parsed.append((header, frame_parsed))
+        with np.errstate(over="ignore", invalid="ignore"):  # see _decode_into
+            self._sum_into(parsed, out.reshape(-1))
+        return out
 
     def decode_sub(self, frame, acc: np.ndarray) -> np.ndarray:
         """Subtract the decoded values of ``frame`` from ``acc``, in ``acc``'s dtype; return

@@ -116,6 +116,9 @@ class ErrorFeedback:
     def decode_add(self, frame, acc: np.ndarray) -> np.ndarray:
         return self.codec.decode_add(frame, acc)
 
+    def decode_sum(self, frames, out: np.ndarray) -> np.ndarray:
+        return self.codec.decode_sum(frames, out)
+
     def max_frame_nbytes(self, count: int, dtype, ndim: int = 1) -> int:
         return self.codec.max_frame_nbytes(count, dtype, ndim)
 

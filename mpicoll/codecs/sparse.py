@@ -29,7 +29,7 @@ from . import wire
 from .abc import Codec, checked_input
 from .wire import CodecError
 
-__all__ = ["SparseCodec", "above", "kept_count", "value_dtype_name", "varint_decode",
+__all__ = ["SparseCodec", "above", "gap_indices", "kept_count", "value_dtype_name", "varint_decode",
            "varint_encode", "varint_lengths"]
 
 _MAX_VARINT = 9  # 63 bits: every index fits an int64
@@ -86,6 +86,39 @@ def varint_decode(stream: np.ndarray, k: int) -> np.ndarray:
         longer = np.flatnonzero(lengths > j)
         values[longer] |= (stream[starts[longer] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
     return values
+
+
+def gap_indices(stream: np.ndarray, k: int, count: int) -> np.ndarray:
+    """The ``k`` indices (int64, increasing) that a stream of varint gaps encodes; CodecError
+    unless it holds exactly ``k`` minimal varints and every index is below ``count``.
+
+    Where no varint is longer than two bytes (every gap below 16384: a top-1% frame's largest is
+    a few thousand), one cumulative sum over the stream's bytes gives them all: each byte adds
+    its seven bits, shifted by seven where the byte before it said "more", and a varint's last
+    byte one more; index j is that sum at varint j's last byte, less one. Otherwise the varints
+    are decoded one byte position at a time (:func:`varint_decode`) and summed."""
+    more = stream >= 0x80
+    if k and stream.size and not more[-1] and not np.any(more[:-1] & more[1:]):
+        if np.count_nonzero(more) != stream.size - k:
+            raise CodecError(f"index stream of {stream.size} bytes does not hold exactly {k} "
+                             "varints")
+        if np.any(more[:-1] & (stream[1:] == 0)):
+            raise CodecError("varint with a redundant zero byte (not minimal)")
+        last = ~more
+        bits = (stream & 0x7F).astype(np.int64)
+        bits[1:] <<= more[:-1].view(np.uint8) * np.uint8(7)
+        bits += last  # an index is the one before it plus its gap plus one
+        idx = np.cumsum(bits, out=bits).compress(last)
+        idx -= 1
+    else:
+        # each step adds at most 2**63, so an overflow would show as a decrease
+        steps = np.cumsum(varint_decode(stream, k) + np.uint64(1)) - np.uint64(1)
+        if k and np.any(steps[1:] <= steps[:-1]):
+            raise CodecError(f"index out of range for {count} elements")
+        idx = steps.view(np.int64)  # (one beyond 2**63 - 1 is negative: out of range below)
+    if k and not 0 <= idx[-1] < count:
+        raise CodecError(f"index out of range for {count} elements")
+    return idx
 
 
 def value_dtype_name(value_dtype) -> str | None:
@@ -204,12 +237,8 @@ class SparseCodec(Codec):
         if payload.size != nvalues + nstream:
             raise CodecError(f"sparse payload is {payload.size} bytes, the header says "
                              f"{nvalues} + {nstream}")
-        gaps = varint_decode(to_host(payload[nvalues:]), k)
-        idx = np.cumsum(gaps + np.uint64(1)) - np.uint64(1)
-        # each step adds at most 2**63, so an overflow would show as a decrease
-        if k and (idx[-1] >= header.count or np.any(idx[1:] <= idx[:-1])):
-            raise CodecError(f"index out of range for {header.count} elements")
-        return payload[:nvalues].view(vdtype), array_module(payload).asarray(idx.view(np.int64))
+        idx = gap_indices(to_host(payload[nvalues:]), k, header.count)
+        return payload[:nvalues].view(vdtype), array_module(payload).asarray(idx)
 
     def _decode_into(self, header, parsed, out):
         values, idx = parsed
@@ -219,6 +248,24 @@ class SparseCodec(Codec):
     def _add_into(self, header, parsed, acc):
         values, idx = parsed
         acc[idx] += values  # indices are unique, so fancy-index += adds each once
+
+    def _sum_into(self, parsed, out):
+        """A chunk of ``out`` at a time, each frame's entries there written or added in order:
+        the chunk stays in the cache for all of them (one pass over ``out``, where a frame at a
+        time would miss the cache at nearly every entry of every frame)."""
+        if array_module(out) is not np:
+            return super()._sum_into(parsed, out)
+        edges = np.arange(0, out.size + _CHUNK, _CHUNK)
+        cuts = [np.searchsorted(idx, edges) for _, (_, idx) in parsed]
+        for j, start in enumerate(edges[:-1].tolist()):
+            chunk = out[start:start + _CHUNK]
+            chunk[...] = 0
+            for r, ((_, (values, idx)), cut) in enumerate(zip(parsed, cuts)):
+                a, b = cut[j], cut[j + 1]
+                if r:
+                    chunk[idx[a:b] - start] += values[a:b]
+                else:
+                    chunk[idx[a:b] - start] = values[a:b]
 
     def _sub_from(self, header, parsed, acc):
         values, idx = parsed
