@@ -15,6 +15,9 @@ are timed in turn per repetition; prints medians and the median of the per-repet
 - the indices decoded from those varints: now (``gap_indices``) one cumulative sum over the
   stream's bytes; before, the varints decoded (as ``varint_decode`` still does where a gap
   needs three bytes or more) and summed;
+- error feedback's ``owed += x`` and the selection of top-1% from ``owed``: now one pass
+  (``select_kept(owed, plus=x)``); before, the addition's pass, then the selection's (x is
+  added and subtracted in turn, so that the residual stays what it was);
 - a rank's decode of ``--ranks`` top-1% frames (of different random arrays) into its result:
   now ``decode_sum``, a chunk of the result at a time; before, a ``decode`` of the first frame
   and a ``decode_add`` of each other one, each a pass of its own, with the indices decoded as
@@ -139,6 +142,20 @@ def main() -> None:
             lambda: varint_decode(stream, gaps.size), args.repeats)
     compare("index decode", lambda: indices_before(stream, idx.size, x.size),
             lambda: gap_indices(stream, idx.size, x.size), args.repeats)
+    owed = {side: np.random.default_rng(3).standard_normal(x.size).astype(np.float32)
+            for side in ("before", "now")}
+    signed, calls = (x, -x), {"before": 0, "now": 0}
+
+    def with_owed(side: str) -> np.ndarray:
+        given = signed[calls[side] % 2]
+        calls[side] += 1
+        codec = codecs.get("topk", seed=1)
+        if side == "now":
+            return codec.select_kept(owed[side], plus=given)[0]
+        owed[side] += given
+        return codec.select_kept(owed[side])[0]
+    compare("add owed, select", lambda: with_owed("before"), lambda: with_owed("now"),
+            args.repeats)
     rng = np.random.default_rng(2)
     frames = [now.encode(rng.standard_normal(x.size).astype(np.float32))
               for _ in range(args.ranks)]

@@ -370,6 +370,38 @@ def test_error_feedback_checks_the_kept_entries_and_finds_what_a_full_look_finds
     assert quick.dropped >= 10_000  # the checks had something to find
 
 
+@pytest.mark.parametrize("spec", SPARSE_SPECS + ({"name": "topk", "seed": 0, "ratio": 0.9},),
+                         ids=lambda s: "-".join(map(str, s.values())))
+@pytest.mark.parametrize("n", [0, 1, 5000, (1 << 18) * 2 + 9])
+def test_selecting_with_plus_is_selecting_the_sum_left_in_the_array(spec, n):
+    """``select_kept(owed, plus=x)`` (the pass adds x in, a chunk at a time) keeps and sends
+    what ``select_kept(owed + x)`` does, call after call (threshold adapts, top-k draws its
+    samples: the same), and leaves the sum's bits in ``owed``, NaN and inf included."""
+    rng = np.random.default_rng(n)
+    fused, apart = codecs.get(**spec), codecs.get(**spec)
+    owed = rng.standard_normal(n).astype(np.float32)
+    summed = owed.copy()
+    for step in range(3):
+        x = _with_non_finite(rng, n, 3 * step) if n > 100 else rng.standard_normal(n).astype(
+            np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # inf - inf in the sum
+            summed += x
+            expected = apart.select_kept(summed)
+            got = fused.select_kept(owed, plus=x)
+        assert owed.tobytes() == summed.tobytes(), step
+        assert np.array_equal(got[0], expected[0]), step
+        assert got[1].tobytes() == expected[1].tobytes(), step
+
+
+def test_selecting_with_plus_checks_plus():
+    owed = np.zeros(10, np.float32)
+    for plus in (np.zeros(9, np.float32), np.zeros(10, np.float64)):
+        with pytest.raises(ValueError, match="plus must be"):
+            codecs.get("topk").select_kept(owed, plus=plus)
+    assert not owed.any()
+
+
 @pytest.mark.parametrize("sample", ("normal", "laplace", "student"))
 def test_threshold_holds_its_density(sample):
     rng = np.random.default_rng(6)

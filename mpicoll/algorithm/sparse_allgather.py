@@ -69,10 +69,12 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     if ctx.size == 1:  # a lone rank sends nothing, so it compresses nothing: a copy, as for all
         yield from run_planned(registry.get(FALLBACK), call)
         return
-    given = contribution(call)
+    given, plus = contribution(call)
     if feedback is not None and isinstance(codec, SparseCodec):  # its frame is charged to the
-        frame, kept, sent = codec.encode_kept(given)  # residual without being read back
+        frame, kept, sent = codec.encode_kept(given, plus)  # residual without being read back
     else:
+        if plus is not None:
+            given += plus
         frame, kept, sent = codec.encode(given), None, None
     lengths = np.zeros(ctx.size, np.int64)
     lengths[ctx.rank] = frame.size
@@ -118,11 +120,12 @@ def dense_fallback(call: Call, given: Any) -> Iterator[Execution | Ran]:
     yield Ran(FALLBACK, codecs.spec(call.feedback or call.codec) + ":dense-fallback")
 
 
-def contribution(call: Call) -> Any:
-    """This rank's contribution: ``send`` itself, or an average's share divided in ``recv`` by
-    the prologue every plan starts with; with error feedback, added into the residual itself,
-    so that what the frame sends is then subtracted where it was sent (``decode_sub``: k
-    entries of a sparse frame, not a dense decode and a dense difference)."""
+def contribution(call: Call) -> tuple[Any, Any]:
+    """This rank's contribution as ``(given, plus)``: ``send`` itself, or an average's share
+    divided in ``recv`` by the prologue every plan starts with, and None; with error feedback,
+    the residual and that share, which the selection adds into the residual in its own pass
+    (``select_kept(given, plus)``), so that what the frame sends is then subtracted where it
+    was sent (k entries of a sparse frame, not a dense decode and a dense difference)."""
     b = Builder()
     src = prologue(b, call.ctx.size, call.send.size, False, call.op.average)
     bufs = Buffers(call.send, call.recv, call.send[:0])
@@ -130,10 +133,9 @@ def contribution(call: Call) -> Any:
         run_local(rnd.local, bufs, call.op)
     given = call.send if src == "send" else call.recv
     if call.feedback is None:
-        return given
-    owed = call.feedback.owed(call.send)
-    owed += given  # (the prologue's order is given + owed: the same bits, addition commutes)
-    return owed
+        return given, None
+    # (the prologue's order is given + owed: the same bits, addition commutes)
+    return call.feedback.owed(call.send), given
 
 
 def lengths_call(call: Call, lengths: np.ndarray) -> Call:

@@ -86,8 +86,8 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
         return  # owes it to the next call
     p, me = ctx.size, ctx.rank
     edges = bounds(send.size, p)
-    given = contribution(call)
-    kept, sent = codec.select_kept(given)
+    given, plus = contribution(call)
+    kept, sent = codec.select_kept(given, plus)
     whole, regions = codec.kept_nbytes(given, kept, sent, edges)
     table = np.zeros(p * (p + 1) + 2, np.int64)
     table[me * (p + 1):(me + 1) * (p + 1)] = [whole, *regions]

@@ -76,8 +76,8 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
         return
     p, me = ctx.size, ctx.rank
     edges = bounds(send.size, p)
-    given = contribution(call)
-    kept, sent = codec.select_kept(given)  # (encode_regions, keeping what it sends)
+    given, plus = contribution(call)
+    kept, sent = codec.select_kept(given, plus)  # (encode_regions, keeping what it sends)
     frames = codec.frames_kept(given, kept, sent, edges)
     lengths = np.zeros((p, p), np.int64)
     lengths[me] = [frame.size for frame in frames]

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .._array import array_module, to_host
+from .._array import array_module, same_module, to_host
 from . import wire
 from .abc import Codec, checked_input
 from .wire import CodecError
@@ -143,11 +143,12 @@ class SparseCodec(Codec):
     value_dtype: str | None
 
     @abstractmethod
-    def _select(self, flat: np.ndarray) -> np.ndarray:
+    def _select(self, flat: np.ndarray, plus: np.ndarray | None = None) -> np.ndarray:
         """Return the sorted, unique int64 indices of the elements to send (in ``flat``'s array
         module). Every element that is not finite (NaN, ±inf) is among them, unless all of them
         are such elements: a NaN is never hidden, and error feedback checks only what was
-        kept for one (:meth:`mpicoll.codecs.ErrorFeedback.keep_finite`)."""
+        kept for one (:meth:`mpicoll.codecs.ErrorFeedback.keep_finite`). ``plus`` (like
+        ``flat``): select from ``flat + plus``, added into ``flat`` by the pass that selects."""
 
     @abstractmethod
     def _max_kept(self, count: int) -> int: ...
@@ -156,19 +157,29 @@ class SparseCodec(Codec):
         idx = self._select(flat)
         return self._payload(idx, self._values(flat, idx))
 
-    def select_kept(self, array):
+    def select_kept(self, array, plus=None):
         """The sorted indices of ``array``'s elements this codec keeps, and the values it sends
         for them: a frame's content before it is framed (:meth:`frames_kept`). Stateful codecs
-        (threshold) adapt here, once per selection."""
+        (threshold) adapt here, once per selection.
+
+        ``plus`` (an array of ``array``'s size and dtype, in the same memory): select from
+        ``array + plus``, which is left in ``array``; the selection's pass adds it a chunk at a
+        time, so error feedback's ``owed += given`` costs no trip through memory of its own."""
         flat = checked_input(array).reshape(-1)
-        idx = self._select(flat)
+        if plus is not None:
+            same_module("select_kept: array and plus", array, plus)
+            if plus.size != flat.size or plus.dtype != flat.dtype:
+                raise ValueError(f"plus must be {flat.size} × {flat.dtype}, like the array, "
+                                 f"not {plus.size} × {plus.dtype}")
+            plus = plus.reshape(-1)
+        idx = self._select(flat, plus)
         return idx, self._values(flat, idx)
 
-    def encode_kept(self, array):
-        """``encode(array)``, with the indices the frame keeps and the values it sends for
-        them: what error feedback subtracts (``owed[idx] -= values``) without reading the frame
-        back."""
-        idx, values = self.select_kept(array)
+    def encode_kept(self, array, plus=None):
+        """``encode(array)`` (of ``array + plus``, left in ``array``, as :meth:`select_kept`),
+        with the indices the frame keeps and the values it sends for them: what error feedback
+        subtracts (``owed[idx] -= values``) without reading the frame back."""
+        idx, values = self.select_kept(array, plus)
         return self.frames_kept(array, idx, values), idx, values
 
     def encode_regions(self, array, edges):
@@ -276,15 +287,18 @@ class SparseCodec(Codec):
         return self._max_kept(count) * (itemsize + _varint_nbytes(max(count - 1, 0)))
 
 
-def above(flat, t, inclusive: bool):
+def above(flat, t, inclusive: bool, plus=None):
     """``(indices, magnitudes)`` of the elements whose magnitude is above ``t`` (or at it, if
     ``inclusive``), NaN included, in order: the pass over every element that topk and threshold
     make. On the host it goes a chunk at a time, so that the chunk's magnitudes and mask stay in
     the cache and the kept magnitudes are read from there (the whole array's magnitudes and mask
-    would be two more trips to memory, and gathering the kept ones afterwards a cache miss each)."""
+    would be two more trips to memory, and gathering the kept ones afterwards a cache miss each).
+    ``plus``: ``flat += plus`` first, in the same pass (a chunk at a time)."""
     xp = array_module(flat)
     below = xp.less if inclusive else xp.less_equal
     if xp is not np:
+        if plus is not None:
+            flat += plus
         magnitude = xp.abs(flat)
         idx = xp.flatnonzero(~below(magnitude, t))
         return idx, magnitude[idx]
@@ -293,7 +307,10 @@ def above(flat, t, inclusive: bool):
     indices, magnitudes = [np.zeros(0, np.intp)], [np.zeros(0, flat.dtype)]
     for start in range(0, flat.size, chunk):
         m, k = magnitude[:flat.size - start], mask[:flat.size - start]
-        np.abs(flat[start:start + chunk], out=m)
+        part = flat[start:start + chunk]
+        if plus is not None:
+            np.add(part, plus[start:start + chunk], out=part)
+        np.abs(part, out=m)
         below(m, t, out=k)
         idx = np.flatnonzero(np.logical_not(k, out=k))
         if idx.size:

@@ -61,23 +61,24 @@ class Threshold(SparseCodec):
     def _max_kept(self, count):
         return count
 
-    def _select(self, flat):
+    def _select(self, flat, plus=None):
         xp = array_module(flat)
         if flat.size == 0:
             return xp.zeros(0, np.int64)
         target = kept_count(self.density, flat.size)
-        t = self._threshold if self._threshold is not None else self._estimate(flat)
-        idx, sent = above(flat, t, inclusive=False)
+        t = self._threshold if self._threshold is not None else self._estimate(flat, plus)
+        idx, sent = above(flat, t, inclusive=False, plus=plus)
         self.kept, self.offered = self.kept + int(idx.size), self.offered + flat.size
         nxt = _next_threshold(t, to_host(sent[xp.isfinite(sent)]), target)
         self._threshold = nxt if math.isfinite(nxt) and nxt > 0 else None
         return idx
 
-    def _estimate(self, flat):
+    def _estimate(self, flat, plus):
         xp = array_module(flat)
         n = flat.size
         m = min(n, max(_MIN_SAMPLE, math.ceil(100 / self.density)))
-        sample = xp.abs(flat[xp.asarray(self._rng.integers(0, n, m))] if m < n else flat)
+        at = xp.asarray(self._rng.integers(0, n, m)) if m < n else slice(None)
+        sample = xp.abs(flat[at] if plus is None else flat[at] + plus[at])
         rank = min(m, kept_count(self.density, m))
         return float(xp.partition(sample, m - rank)[m - rank])
 

@@ -60,12 +60,14 @@ class TopK(SparseCodec):
     def _max_kept(self, count):
         return kept_count(self.ratio, count)
 
-    def _select(self, flat):
+    def _select(self, flat, plus=None):
         k = kept_count(self.ratio, flat.size)
         if self.method == "sampled" and k:
-            candidates, magnitudes = self._candidates(flat, k)
+            candidates, magnitudes = self._candidates(flat, k, plus)  # (flat + plus now in flat)
             if candidates.size >= k:
                 return _largest(_magnitude_bits(magnitudes), k, candidates)
+        elif plus is not None:
+            flat += plus
         return _largest(_magnitude_bits(flat), k, None)
 
     def sample_size(self, n: int) -> int:
@@ -74,19 +76,22 @@ class TopK(SparseCodec):
             min(_IN_SAMPLE / self.ratio, _MAX_SAMPLE_RATIO * n)
         return min(n, max(_MIN_SAMPLE, math.ceil(wanted)))
 
-    def _candidates(self, flat, k):
+    def _candidates(self, flat, k, plus):
         """Indices and magnitudes of the elements at or above a sampled threshold set to keep
-        ~1.25 k + noise."""
+        ~1.25 k + noise (of ``flat + plus``, left in ``flat``)."""
         xp = array_module(flat)
         n = flat.size
         m = self.sample_size(n)
         expected = m * k / n  # sample elements expected among the top k
         rank = math.ceil(1.25 * expected + 3 * math.sqrt(expected)) + 1
         if rank >= m:
+            if plus is not None:
+                flat += plus
             return xp.arange(n), xp.abs(flat)
-        sample = xp.abs(flat[xp.asarray(self._rng.integers(0, n, m))])
+        at = xp.asarray(self._rng.integers(0, n, m))
+        sample = xp.abs(flat[at] if plus is None else flat[at] + plus[at])
         threshold = xp.partition(sample, m - rank)[m - rank]
-        return above(flat, threshold, inclusive=True)
+        return above(flat, threshold, inclusive=True, plus=plus)
 
 
 def _largest(bits, k, indices):
