@@ -29,8 +29,8 @@ from . import wire
 from .abc import Codec, checked_input
 from .wire import CodecError
 
-__all__ = ["SparseCodec", "above", "gap_indices", "kept_count", "value_dtype_name", "varint_decode",
-           "varint_encode", "varint_lengths"]
+__all__ = ["SparseCodec", "above", "gap_indices", "kept_count", "value_dtype_name",
+           "varint_decode", "varint_encode", "varint_lengths"]
 
 _MAX_VARINT = 9  # 63 bits: every index fits an int64
 _CHUNK = 1 << 18  # elements per step of the candidate pass: their magnitudes and mask stay cached
@@ -162,7 +162,7 @@ class SparseCodec(Codec):
         for them: a frame's content before it is framed (:meth:`frames_kept`). Stateful codecs
         (threshold) adapt here, once per selection.
 
-        ``plus`` (an array of ``array``'s size and dtype, in the same memory): select from
+        ``plus`` (of ``array``'s size and dtype, on the host or device as it is): select from
         ``array + plus``, which is left in ``array``; the selection's pass adds it a chunk at a
         time, so error feedback's ``owed += given`` costs no trip through memory of its own."""
         flat = checked_input(array).reshape(-1)
