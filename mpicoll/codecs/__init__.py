@@ -21,7 +21,8 @@ from .registry import (UnknownCodecError, available, class_for_id, from_config, 
 from .wire import CodecError
 
 __all__ = ["Codec", "CodecError", "ErrorFeedback", "UnknownCodecError", "available", "decode",
-           "decode_add", "decode_sub", "decode_sum", "from_config", "get", "parse", "register", "spec"]
+           "decode_add", "decode_sub", "decode_sum", "from_config", "get", "parse", "register",
+           "spec"]
 
 
 @cache
