@@ -97,10 +97,7 @@ def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None
                 (op.kernel if step.dst.buf == "node" else kernel)(
                     view(step.left), view(step.right), out=view(step.dst))
             elif isinstance(step, Decode):
-                if step.add:
-                    _codec(codec).decode_add(view(step.src), view(step.dst))
-                else:
-                    _codec(codec).decode(view(step.src), out=view(step.dst))
+                _codec(codec).decode(view(step.src), out=view(step.dst))
             elif isinstance(step, DecodeSum):
                 _codec(codec).decode_sum([view(src) for src in step.srcs], view(step.dst))
             elif isinstance(step, Encode):

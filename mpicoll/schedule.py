@@ -96,17 +96,16 @@ class Encode:
 
 @dataclass(frozen=True)
 class Decode:
-    """``dst = decoded frame``, or ``dst += decoded frame`` with ``add``."""
+    """``dst = decoded frame``."""
 
     dst: Region
     src: Region
-    add: bool = False
 
 
 @dataclass(frozen=True)
 class DecodeSum:
-    """``dst = the sum of the decoded frames srcs``, added in order (as a ``Decode`` of the
-    first, then a ``Decode`` with ``add`` of each other, give): one pass over ``dst``."""
+    """``dst = the sum of the decoded frames srcs``, added in order (the codec's
+    ``decode_sum``: one pass over ``dst`` where it can)."""
 
     dst: Region
     srcs: tuple[Region, ...]
