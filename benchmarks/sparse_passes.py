@@ -21,7 +21,9 @@ are timed in turn per repetition; prints medians and the median of the per-repet
 - a rank's decode of ``--ranks`` top-1% frames (of different random arrays) into its result:
   now ``decode_sum``, a chunk of the result at a time; before, a ``decode`` of the first frame
   and a ``decode_add`` of each other one, each a pass of its own, with the indices decoded as
-  before.
+  before; and ``decode_sum`` against its first version, which widened each frame's float16
+  values slice by slice (every += again) at indices made relative to the chunk (``decode_sum
+  loop``).
 
 (At first "before" for the selection was the whole-array pass ahead of ``sparse.above``: the
 script at 8a06b41 made docs/results/issue15/sparse-passes.txt.)
@@ -37,7 +39,8 @@ import numpy as np
 
 from mpicoll import codecs
 from mpicoll.codecs import wire
-from mpicoll.codecs.sparse import CodecError, above, gap_indices, varint_decode, varint_encode
+from mpicoll.codecs.sparse import (_CHUNK, CodecError, above, gap_indices, varint_decode,
+                                   varint_encode)
 
 
 def select_before(rng: np.random.Generator, ratio: float, flat: np.ndarray) -> np.ndarray:
@@ -108,6 +111,24 @@ def decode_sum_before(codec, frames: list[np.ndarray], out: np.ndarray) -> np.nd
     return out
 
 
+def decode_sum_chunked_before(codec, frames: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """``decode_sum`` as it was first: a chunk of ``out`` at a time, but each frame's float16
+    values widened slice by slice (by every +=), at indices made relative to the chunk."""
+    parsed = [codec._read(frame)[1] for frame in frames]
+    edges = np.arange(0, out.size + _CHUNK, _CHUNK)
+    cuts = [np.searchsorted(idx, edges) for _, idx in parsed]
+    for j, start in enumerate(edges[:-1].tolist()):
+        chunk = out[start:start + _CHUNK]
+        chunk[...] = 0
+        for r, ((values, idx), cut) in enumerate(zip(parsed, cuts)):
+            a, b = cut[j], cut[j + 1]
+            if r:
+                chunk[idx[a:b] - start] += values[a:b]
+            else:
+                chunk[idx[a:b] - start] = values[a:b]
+    return out
+
+
 def compare(name: str, before, now, repeats: int) -> None:
     if not np.array_equal(before(), now()):
         raise SystemExit(f"{name}: the two differ")
@@ -161,6 +182,8 @@ def main() -> None:
               for _ in range(args.ranks)]
     out_before, out_now = np.empty_like(x), np.empty_like(x)
     compare(f"decode {args.ranks} frames", lambda: decode_sum_before(now, frames, out_before),
+            lambda: now.decode_sum(frames, out_now), args.repeats)
+    compare("decode_sum loop", lambda: decode_sum_chunked_before(now, frames, out_before),
             lambda: now.decode_sum(frames, out_now), args.repeats)
 
 

@@ -263,20 +263,22 @@ class SparseCodec(Codec):
     def _sum_into(self, parsed, out):
         """A chunk of ``out`` at a time, each frame's entries there written or added in order:
         the chunk stays in the cache for all of them (one pass over ``out``, where a frame at a
-        time would miss the cache at nearly every entry of every frame)."""
+        time would miss the cache at nearly every entry of every frame). Narrower values (float16)
+        are widened to ``out``'s dtype once, exactly, where each += would widen its slice again."""
         if array_module(out) is not np:
             return super()._sum_into(parsed, out)
+        frames = [(values.astype(out.dtype) if values.itemsize < out.itemsize else values, idx)
+                  for _, (values, idx) in parsed]
         edges = np.arange(0, out.size + _CHUNK, _CHUNK)
-        cuts = [np.searchsorted(idx, edges) for _, (_, idx) in parsed]
+        cuts = [np.searchsorted(idx, edges).tolist() for _, idx in frames]
         for j, start in enumerate(edges[:-1].tolist()):
-            chunk = out[start:start + _CHUNK]
-            chunk[...] = 0
-            for r, ((_, (values, idx)), cut) in enumerate(zip(parsed, cuts)):
+            out[start:start + _CHUNK] = 0
+            for r, ((values, idx), cut) in enumerate(zip(frames, cuts)):
                 a, b = cut[j], cut[j + 1]
                 if r:
-                    chunk[idx[a:b] - start] += values[a:b]
+                    out[idx[a:b]] += values[a:b]
                 else:
-                    chunk[idx[a:b] - start] = values[a:b]
+                    out[idx[a:b]] = values[a:b]
 
     def _sub_from(self, header, parsed, acc):
         values, idx = parsed
