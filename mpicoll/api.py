@@ -71,8 +71,8 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
             return result
     request, shortcut, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
     result = request.wait()
-    if p.carried:
-        _checked_now(p)  # its barrier had the verdict (or it had none: now)
+    if p.carried and p.checking.pending:  # type: ignore[union-attr]
+        p.checking.finish()  # type: ignore[union-attr]  # its barrier had none: now
     if shortcut is not None:
         fastpath.keep(shortcut)
     return result
@@ -149,13 +149,18 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
             spec if inner is None else f"{spec}({_params(inner)})")
     kind = (send.size, *rest)
     number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
-    bits = check.tag_bits(send.size, rest) if known is None else known
     carry = blocking and chosen.one_node and chosen.plan is not None
-    checking = ctx.checks.start(number, kind, bits, carry, blocking, known is None,
-                                blocking and chosen.blocks) \
-        if known is None or check.every_call else None
-    if known is None and checking is None:
-        ctx.remember(kind, bits)  # one rank: nobody to disagree with
+    checking: check.Channel | None = None
+    if known is None or check.every_call:
+        checking = ctx.checks
+        bits = checking.start(number, kind, rest, known, carry, blocking,
+                              blocking and chosen.blocks)
+        if not checking.pending:  # one rank: nobody to disagree with
+            checking = None
+            if known is None:
+                ctx.remember(kind, bits)
+    else:
+        bits = known
     recorder = timing.active() if record else None
     record_ = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op_.name,
