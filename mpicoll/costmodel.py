@@ -234,10 +234,12 @@ def _elements(steps: tuple) -> int:
 
 
 def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-            itemsize: int = 4) -> float:
-    """Predicted seconds of algorithm ``name`` for ``nbytes`` on ranks laid out as ``nodes``."""
+            itemsize: int = 4, events: int | None = None) -> float:
+    """Predicted seconds of algorithm ``name`` for ``nbytes`` on ranks laid out as ``nodes``;
+    ``events``: the budget up to which every rank's schedule runs on clocks (default
+    :data:`EVENTS`; ``auto`` gives :data:`AUTO_EVENTS`)."""
     overhead, factor, cached = model.of(name)
-    latency, memory, wire, rounds = components(name, nbytes, nodes, model, itemsize)
+    latency, memory, wire, rounds = components(name, nbytes, nodes, model, itemsize, events)
     inside = model.in_cache(nbytes, max(map(len, nodes)))
     seconds = (latency + (factor * (1 - inside) + cached * inside) * memory + wire
                + overhead * rounds)  # native: one "round", the call
@@ -246,7 +248,7 @@ def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: M
     # Token-bucket links: of the L bytes a call puts on its busiest link, the first ``burst``
     # need not wait for the link's rate (the call's wire time shrinks by that share), but calls
     # one after another cannot beat the rate on average: at least L·β.
-    busiest = busiest_link(name, nbytes, nodes, model, itemsize)
+    busiest = busiest_link(name, nbytes, nodes, model, itemsize, events)
     if not busiest:  # (lockstep: the first node's links idle)
         return seconds
     return max(seconds - wire * min(1.0, model.burst / busiest),
@@ -255,18 +257,18 @@ def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: M
 
 @lru_cache(maxsize=4096)
 def busiest_link(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-                 itemsize: int = 4) -> int:
+                 itemsize: int = 4, events: int | None = None) -> int:
     """Bytes the busiest cross-node link carries one way in a call of ``name`` (``native``: the
     shape it is predicted as): a node's messages across share its ``nics`` links, or each rank
     has its own. Beyond :data:`EVENTS`, the first node's links (exact for algorithms whose
     nodes all do the same)."""
     from .algorithm import Layout, build_schedule, get
     if mpi_own(name):
-        name = _native_shape(nbytes, nodes, model, itemsize)
+        name = _native_shape(nbytes, nodes, model, itemsize, events)
     size, node_of = sum(map(len, nodes)), _node_of(nodes)
     options, count = _options(itemsize), max(1, nbytes // itemsize)
     first = build_schedule(get(name), Layout(0, size, nodes), count, options)
-    ranks = range(size) if _events(size, first) else nodes[0]
+    ranks = range(size) if _events(size, first, events) else nodes[0]
     link = (lambda r: node_of[r]) if model.nics else (lambda r: r)
     out: dict[int, int] = defaultdict(int)  # bytes per link and direction
     into: dict[int, int] = defaultdict(int)
@@ -283,7 +285,8 @@ def busiest_link(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], mod
 
 @lru_cache(maxsize=4096)
 def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-               itemsize: int = 4) -> tuple[float, float, float, float]:
+               itemsize: int = 4, events: int | None = None
+               ) -> tuple[float, float, float, float]:
     """Seconds of latency (α only), of bytes through memory (same-node β and γ), of bytes on
     cross-node links, and rounds on the critical path of algorithm ``name``: a prediction is
     latency + factor·memory + wire + overhead·rounds, the factor weighted by how much of the
@@ -291,13 +294,13 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     memory is what it adds to the wire's time."""
     from .algorithm import Layout, build_schedule, get
     if mpi_own(name):
-        return _native_components(nbytes, nodes, model, itemsize)
+        return _native_components(nbytes, nodes, model, itemsize, events)
     size, node_of = sum(map(len, nodes)), _node_of(nodes)
     options = _options(itemsize)
     count = max(1, nbytes // itemsize)
     algorithm = get(name)
     first = build_schedule(algorithm, Layout(0, size, nodes), count, options)
-    if not _events(size, first):
+    if not _events(size, first, events):
         return _lockstep(algorithm, count, nodes, node_of, options, model, itemsize)
     schedules = [first] + [build_schedule(algorithm, Layout(r, size, nodes), count, options)
                            for r in range(1, size)]
@@ -324,27 +327,37 @@ def _node_of(nodes: tuple[tuple[int, ...], ...]) -> list[int]:
     return node_of
 
 
-EVENTS = 300_000
-"""Rounds of all ranks together up to which :func:`components` runs every rank's schedule
-(for at most :data:`EVENT_RANKS` ranks); beyond, it estimates in lockstep (:func:`_lockstep`)."""
+EVENTS = 1_000_000
+"""Steps of all ranks together (each rank's rounds and messages, counted on rank 0's schedule)
+up to which :func:`components` runs every rank's schedule (for at most :data:`EVENT_RANKS`
+ranks); beyond, it estimates in lockstep (:func:`_lockstep`). Messages count: a step costs
+20–90 µs of Python here, and a hybrid schedule of 64 MiB on 8 × 8 ranks has 144 rounds but 3,584
+messages per rank (17 s to run every rank)."""
 EVENT_RANKS = 1024
+AUTO_EVENTS = 4_000
+"""``auto``'s budget: it predicts on every rank at the first call of each size class, so it
+runs every rank's schedule only where that takes a fraction of a second (4,000 steps: 0.1–0.4 s),
+in lockstep beyond (hybrid at 64 MiB on 8 × 8 ranks: 17 s with every rank's schedule, 0.1 s in
+lockstep)."""
 
 
-def _events(size: int, first: Schedule) -> bool:
-    return size <= EVENT_RANKS and size * max(len(first.rounds), 1) <= EVENTS
+def _events(size: int, first: Schedule, events: int | None = None) -> bool:
+    steps = len(first.rounds) + sum(len(rnd.transfers) for rnd in first.rounds)
+    return size <= EVENT_RANKS and size * max(steps, 1) <= (EVENTS if events is None else events)
 
 
-def exact(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], itemsize: int = 4) -> bool:
+def exact(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], itemsize: int = 4,
+          events: int | None = None) -> bool:
     """Whether :func:`components` runs every rank's schedule for this case (else lockstep)."""
     from .algorithm import Layout, build_schedule, get
     size = sum(map(len, nodes))
     if mpi_own(name):
-        return all(exact(shape, nbytes, nodes, itemsize) for shape in NATIVE_SHAPES)
+        return all(exact(shape, nbytes, nodes, itemsize, events) for shape in NATIVE_SHAPES)
     if size > EVENT_RANKS:
         return False
     first = build_schedule(get(name), Layout(0, size, nodes), max(1, nbytes // itemsize),
                            _options(itemsize))
-    return _events(size, first)
+    return _events(size, first, events)
 
 
 @lru_cache(maxsize=None)
@@ -408,18 +421,18 @@ def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ..
 
 
 def _native_components(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-                       itemsize: int) -> tuple[float, float, float, float]:
+                       itemsize: int, events: int | None) -> tuple[float, float, float, float]:
     """``native`` as the better of MPI's usual two, one call's overhead."""
-    latency, memory, wire, _ = components(_native_shape(nbytes, nodes, model, itemsize), nbytes,
-                                          nodes, model, itemsize)
+    latency, memory, wire, _ = components(_native_shape(nbytes, nodes, model, itemsize, events),
+                                          nbytes, nodes, model, itemsize, events)
     return latency, memory, wire, 1.0
 
 
 def _native_shape(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-                  itemsize: int) -> str:
+                  itemsize: int, events: int | None = None) -> str:
     """Which of :data:`NATIVE_SHAPES` ``native`` is predicted as: the faster."""
-    return min(NATIVE_SHAPES,
-               key=lambda shape: sum(components(shape, nbytes, nodes, model, itemsize)[:3]))
+    return min(NATIVE_SHAPES, key=lambda shape: sum(
+        components(shape, nbytes, nodes, model, itemsize, events)[:3]))
 
 
 def fit_algorithm(measured: list[tuple[float, float, tuple[float, float, float, float]]]

@@ -32,9 +32,10 @@ def choose(nbytes: int, layout: Layout, among: tuple[str, ...] | None = None,
 
 def predictions(nbytes: int, layout: Layout, among: tuple[str, ...], itemsize: int = 4
                 ) -> dict[str, float]:
-    """Predicted seconds of each of ``among`` (what ``info`` prints)."""
+    """Predicted seconds of each of ``among``, as ``auto`` predicts them (what ``info`` prints)."""
     model = tune.model_in_force()
-    return {name: costmodel.predict(name, nbytes, layout.nodes, model, itemsize) for name in among}
+    return {name: costmodel.predict(name, nbytes, layout.nodes, model, itemsize,
+                                    costmodel.AUTO_EVENTS) for name in among}
 
 
 @lru_cache(maxsize=1024)
@@ -43,7 +44,8 @@ def _fastest(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...], 
     measured = model.measured_pick(nbytes, sum(map(len, nodes)), len(nodes), among)
     if measured is not None:
         return measured  # the layout tune measured: what it found beats any prediction
-    times = {name: costmodel.predict(name, nbytes, nodes, model, itemsize) for name in among}
+    times = {name: costmodel.predict(name, nbytes, nodes, model, itemsize, costmodel.AUTO_EVENTS)
+             for name in among}
     return min(among, key=times.__getitem__)  # ties: the first registered
 
 
