@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from mpicoll import costmodel, tune
+from mpicoll import costmodel, topology, tune
 from mpicoll.bench import size_range
 
 
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("-f", "--factor", type=int, default=8)
     args = parser.parse_args()
     per = args.ranks_per_node
-    nodes = tuple(tuple(range(k, min(k + per, args.ranks))) for k in range(0, args.ranks, per))
+    nodes = topology.blocks(args.ranks, per)
     among = tune.candidates(len(nodes))
     model = tune.model_in_force()
     print(f"# {args.ranks} ranks, {per} per node; candidates {','.join(among)}; {model.source}")

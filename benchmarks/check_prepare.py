@@ -49,23 +49,25 @@ def main() -> None:
 
     api._prepare = timed_prepare
     times: dict[str, tuple[list[int], list[int]]] = {"new": ([], []), "new+chk": ([], [])}
-    for rep in range(args.reps):
-        for name in ("new", "new+chk") if rep % 2 else ("new+chk", "new"):
-            for a, b in zip(fresh, out):  # warm: the memory touched, the kinds verified
-                mpicoll.allreduce(a, b)
-            ctx._plans.clear()
-            if name == "new+chk":
-                ctx._verified.clear()
-            fastpath.forget()
-            comm.Barrier()
-            calls, preps = times[name]
-            for a, b in zip(fresh, out):
-                prepared.clear()
-                t0 = clock()
-                mpicoll.allreduce(a, b)
-                calls.append(clock() - t0)
-                preps.append(prepared[0])
-    api._prepare = prepare
+    try:
+        for rep in range(args.reps):
+            for name in ("new", "new+chk") if rep % 2 else ("new+chk", "new"):
+                for a, b in zip(fresh, out):  # warm: the memory touched, the kinds verified
+                    mpicoll.allreduce(a, b)
+                ctx._plans.clear()
+                if name == "new+chk":
+                    ctx._verified.clear()
+                fastpath.forget()
+                comm.Barrier()
+                calls, preps = times[name]
+                for a, b in zip(fresh, out):
+                    prepared.clear()
+                    t0 = clock()
+                    mpicoll.allreduce(a, b)
+                    calls.append(clock() - t0)
+                    preps.append(prepared[0])
+    finally:
+        api._prepare = prepare
     if comm.Get_rank() == 0:
         print(f"# {comm.Get_size()} ranks, {library()}; {args.bytes} B float32 sum, first calls "
               f"of {args.reps} x {batch} kinds; medians on rank 0, us")

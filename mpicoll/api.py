@@ -71,8 +71,8 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
             return result
     request, shortcut, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
     result = request.wait()
-    if p.carried and p.checking.pending:  # type: ignore[union-attr]
-        p.checking.finish()  # type: ignore[union-attr]  # its barrier had none: now
+    if p.carried:
+        _checked_now(p)  # its barrier had the verdict (or it had none: now)
     if shortcut is not None:
         fastpath.keep(shortcut)
     return result

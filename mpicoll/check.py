@@ -97,8 +97,8 @@ class Channel:
     check: half the cost of posting an ``Iallreduce`` each time. Created collectively, with the
     communicator's context. It holds one check at a time (a call finishes its check before it
     returns). Every cycle saved here is a first call's, and a first call runs with cold caches
-    after the data it moved (a bytecode or a C function not yet used in the call costs a
-    microsecond there): starting a check is one method, with no copy and no struct."""
+    after the data it moved, where Python costs far more than in a loop
+    (benchmarks/check_prepare.py): starting a check is one method, with no copy and no struct."""
 
     __slots__ = ("comm", "spins", "_sent", "_mine", "_values", "_persistent", "_request", "_about",
                  "_remember", "pending", "carried")
@@ -174,13 +174,12 @@ class Channel:
     def verdict(self) -> None:
         """After the posted check completed: MismatchError on every rank if the ranks differ."""
         self._request, self.pending = None, False
+        call, kind, bits, new, blocking = self._about
         if self._values == self._sent:  # min == max: the same everywhere
-            call, kind, bits, new, blocking = self._about
             if new:
                 self._remember(kind, bits)
             return
         # everyone knows it differs: say how, everywhere
-        call, kind, bits, new, blocking = self._about
         every = self.comm.allgather((call, *kind, blocking))
         raise MismatchError(_explain(every))
 

@@ -330,15 +330,13 @@ def _node_of(nodes: tuple[tuple[int, ...], ...]) -> list[int]:
 EVENTS = 1_000_000
 """Steps of all ranks together (each rank's rounds and messages, counted on rank 0's schedule)
 up to which :func:`components` runs every rank's schedule (for at most :data:`EVENT_RANKS`
-ranks); beyond, it estimates in lockstep (:func:`_lockstep`). Messages count: a step costs
-20–90 µs of Python here, and a hybrid schedule of 64 MiB on 8 × 8 ranks has 144 rounds but 3,584
-messages per rank (17 s to run every rank)."""
+ranks); beyond, it estimates in lockstep (:func:`_lockstep`). Messages count, not only rounds:
+a hybrid schedule of 64 MiB on 8 × 8 ranks has 144 rounds but 3,584 messages per rank."""
 EVENT_RANKS = 1024
 AUTO_EVENTS = 4_000
 """``auto``'s budget: it predicts on every rank at the first call of each size class, so it
-runs every rank's schedule only where that takes a fraction of a second (4,000 steps: 0.1–0.4 s),
-in lockstep beyond (hybrid at 64 MiB on 8 × 8 ranks: 17 s with every rank's schedule, 0.1 s in
-lockstep)."""
+runs every rank's schedule only where that is cheap, in lockstep beyond (choosing at 64 MiB on
+8 × 8 ranks: 22.7 s with every rank's schedule, 1.8 s so; docs/results/issue12/auto-cost.txt)."""
 
 
 def _events(size: int, first: Schedule, events: int | None = None) -> bool:
