@@ -46,9 +46,9 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
     results: list[np.ndarray] = []
     windows: dict[tuple[int, ...], np.ndarray] = {}
     for s, x in zip(schedules, inputs):
-        if s.node_count:
+        if s.node_count and s.node not in windows:  # (a window of many ranks is large)
             count = max(t.node_count for t in schedules if t.node == s.node)
-            windows.setdefault(s.node, np.full(count, 55, x.dtype))
+            windows[s.node] = np.full(count, 55, x.dtype)
     for r, (s, x) in enumerate(zip(schedules, inputs)):
         send = x.copy()
         recv = send if inplace else np.full_like(send, 99)  # garbage that must be overwritten
@@ -61,7 +61,7 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
     position = [0] * size
     posted = [False] * size
     barriers = [0] * size  # barriers reached
-    touched: dict[tuple[tuple[int, ...], int], list[tuple[int, bool, Region]]] = defaultdict(list)
+    touched: dict[tuple[int, ...], _Touched] = {}  # per node window
     while any(position[r] < len(schedules[r].rounds) for r in range(size)):
         progressed = False
         for r in range(size):
@@ -86,7 +86,10 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
                             raise ScheduleError(f"rank {r} expects {len(t.region)} elements from "
                                                 f"{t.peer}, gets {len(data)}")
                         bufs[r].view(t.region)[...] = data
-                _check_races(touched[(node, barriers[r])], r, rnd)
+                if node in windows:
+                    if node not in touched:
+                        touched[node] = _Touched(windows[node].size)
+                    touched[node].check(barriers[r], r, rnd)
                 # Overlap steps touch none of the round's transfer regions (_check_hazards),
                 # so running them before the messages land is running them in flight.
                 run_local(rnd.overlap + rnd.local, bufs[r], op, codec)
@@ -111,21 +114,51 @@ def _reads(step: Local) -> list[Region]:
     return [step.src] if isinstance(step, (Copy, Scale, Encode, Decode)) else []
 
 
-def _check_races(seen: list[tuple[int, bool, Region]], rank: int, rnd: Round) -> None:
-    """Between two barriers the ranks of a node run in any order: no window element may be
-    written by one of them and touched by another (``seen``: what others did there)."""
-    mine: list[tuple[int, bool, Region]] = []
-    for step in rnd.overlap + rnd.local:
-        mine += [(rank, False, r) for r in _reads(step) if r.buf == "node"]
-        if getattr(step, "dst", None) is not None and step.dst.buf == "node":
-            mine.append((rank, True, step.dst))
-    for other, wrote, region in seen:
-        for _, writes, mine_region in mine:
-            if other != rank and (wrote or writes) and region.start < mine_region.stop \
-                    and mine_region.start < region.stop:
-                raise ScheduleError(f"ranks {other} and {rank} race on the node window: "
-                                    f"{region} and {mine_region} between the same barriers")
-    seen += mine
+class _Touched:
+    """Who wrote and who touched each element of a node window since its last barrier, to
+    find races: between two barriers the ranks of a node run in any order, so no element may
+    be written by one of them and touched by another. The ranks of a node run one epoch (the
+    steps between two barriers) after the other: a rank finishes its steps of an epoch before
+    it posts the barrier that ends it, and nobody passes that barrier before everyone posted
+    it. So one record per window serves every epoch, cleared where it was written."""
+
+    def __init__(self, size: int):
+        self.epoch = 0
+        self.writer = np.full(size, -1, np.int32)  # -1: nobody yet
+        self.toucher = np.full(size, -1, np.int32)  # -2: several ranks
+        self.regions: list[Region] = []  # what this epoch recorded
+
+    def check(self, epoch: int, rank: int, rnd: Round) -> None:
+        """Rank ``rank`` runs the steps of ``rnd`` in ``epoch``: ScheduleError on a race."""
+        assert epoch >= self.epoch, "the simulator ran a rank's steps past its node's barrier"
+        if epoch != self.epoch:
+            for region in self.regions:
+                self.writer[region.start:region.stop] = -1
+                self.toucher[region.start:region.stop] = -1
+            self.epoch, self.regions = epoch, []
+        steps = rnd.overlap + rnd.local
+        mine = [(r, False) for step in steps for r in _reads(step) if r.buf == "node"]
+        mine += [(step.dst, True) for step in steps
+                 if getattr(step, "dst", None) is not None and step.dst.buf == "node"]
+        for region, writes in mine:
+            for by, what in ((self.writer, "written"),) + (((self.toucher, "touched"),)
+                                                           if writes else ()):
+                others = by[region.start:region.stop]
+                clash = np.flatnonzero((others != -1) & (others != rank))
+                if clash.size:
+                    who = int(others[clash[0]])
+                    raise ScheduleError(
+                        f"{'several ranks' if who == -2 else f'rank {who}'} and rank {rank} race "
+                        f"on the node window: element {region.start + int(clash[0])}, {what} by "
+                        f"the former, {'written' if writes else 'read'} by the latter ({region}), "
+                        "between the same barriers")
+        for region, writes in mine:
+            touched = self.toucher[region.start:region.stop]
+            touched[(touched != -1) & (touched != rank)] = -2
+            touched[touched == -1] = rank
+            if writes:
+                self.writer[region.start:region.stop] = rank
+            self.regions.append(region)
 
 
 def _check_hazards(rank: int, rnd: Round) -> None:

@@ -14,7 +14,7 @@ from mpi4py import MPI
 import mpicoll
 
 __all__ = ["WORLD", "MPI_OPS", "data", "native", "value_bytes", "same_on_all_ranks",
-           "assert_everywhere", "environment"]
+           "assert_everywhere", "assert_agreed", "environment"]
 
 WORLD = MPI.COMM_WORLD
 MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
@@ -60,6 +60,17 @@ def assert_everywhere(comm, ok, message):
     """Raise on every rank if the check failed on any, so all ranks leave the test together."""
     failed = [rank for rank, good in enumerate(comm.allgather(bool(ok))) if not good]
     assert not failed, f"{message} (on ranks {failed})"
+
+
+def assert_agreed(comm, problems, result, what=""):
+    """One allgather for a whole check: raise on every rank if any rank found ``problems`` (a
+    list of messages) or if ``result`` does not hold the same bits on every rank."""
+    everyone = comm.allgather((hashlib.sha256(value_bytes(result)).hexdigest(), problems))
+    lead = f"{what}: " if what else ""
+    failed = {rank: found for rank, (_, found) in enumerate(everyone) if found}
+    assert not failed, lead + "; ".join(f"rank {rank}: {', '.join(found)}"
+                                        for rank, found in failed.items())
+    assert len({digest for digest, _ in everyone}) == 1, f"{lead}ranks ended with different bits"
 
 
 @contextmanager
