@@ -140,18 +140,17 @@ class _Touched:
         mine = [(r, False) for step in steps for r in _reads(step) if r.buf == "node"]
         mine += [(step.dst, True) for step in steps
                  if getattr(step, "dst", None) is not None and step.dst.buf == "node"]
-        for region, writes in mine:
-            for by, what in ((self.writer, "written"),) + (((self.toucher, "touched"),)
-                                                           if writes else ()):
-                others = by[region.start:region.stop]
-                clash = np.flatnonzero((others != -1) & (others != rank))
-                if clash.size:
-                    who = int(others[clash[0]])
-                    raise ScheduleError(
-                        f"{'several ranks' if who == -2 else f'rank {who}'} and rank {rank} race "
-                        f"on the node window: element {region.start + int(clash[0])}, {what} by "
-                        f"the former, {'written' if writes else 'read'} by the latter ({region}), "
-                        "between the same barriers")
+        for region, writes in mine:  # a write clashes with any touch, a read with a write
+            others = (self.toucher if writes else self.writer)[region.start:region.stop]
+            clash = np.flatnonzero((others != -1) & (others != rank))
+            if clash.size:
+                who = int(others[clash[0]])
+                raise ScheduleError(
+                    f"{'several ranks' if who == -2 else f'rank {who}'} and rank {rank} race "
+                    f"on the node window: element {region.start + int(clash[0])}, "
+                    f"{'touched' if writes else 'written'} by the former, "
+                    f"{'written' if writes else 'read'} by the latter ({region}), "
+                    "between the same barriers")
         for region, writes in mine:
             touched = self.toucher[region.start:region.stop]
             touched[(touched != -1) & (touched != rank)] = -2

@@ -51,8 +51,13 @@ def value_bytes(arr):
     return raw.tobytes()
 
 
+def digest(arr):
+    """A hash of the bits of ``arr``'s values, to compare across ranks in one small message."""
+    return hashlib.sha256(value_bytes(arr)).hexdigest()
+
+
 def same_on_all_ranks(comm, arr):
-    digests = comm.allgather(hashlib.sha256(value_bytes(arr)).hexdigest())
+    digests = comm.allgather(digest(arr))
     return len(set(digests)) == 1
 
 
@@ -65,12 +70,12 @@ def assert_everywhere(comm, ok, message):
 def assert_agreed(comm, problems, result, what=""):
     """One allgather for a whole check: raise on every rank if any rank found ``problems`` (a
     list of messages) or if ``result`` does not hold the same bits on every rank."""
-    everyone = comm.allgather((hashlib.sha256(value_bytes(result)).hexdigest(), problems))
+    everyone = comm.allgather((digest(result), problems))
     lead = f"{what}: " if what else ""
     failed = {rank: found for rank, (_, found) in enumerate(everyone) if found}
     assert not failed, lead + "; ".join(f"rank {rank}: {', '.join(found)}"
                                         for rank, found in failed.items())
-    assert len({digest for digest, _ in everyone}) == 1, f"{lead}ranks ended with different bits"
+    assert len({bits for bits, _ in everyone}) == 1, f"{lead}ranks ended with different bits"
 
 
 @contextmanager
