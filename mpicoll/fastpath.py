@@ -42,6 +42,8 @@ older: list[Shortcut] = []
 few kinds of call (a solver's dot products and norms; bench's methods) keeps them all. Each
 holds views of the last arrays it ran on (so those stay alive until it is dropped)."""
 KEPT = 8
+_UNBOUND: Any = object()
+"""A shortcut's last arrays before it has any (no argument is this object)."""
 _lock = threading.Lock()
 
 
@@ -112,7 +114,8 @@ class Shortcut:
         self.memory = None if self.window is None else self.window.memory
         # The last call's arrays, and the rounds bound to them: the same arrays again need
         # fewer checks and no new views (views held also keep NumPy from resizing an array).
-        self.last_send = self.last_recv = self.bound_recv = None
+        self.last_send = self.last_recv = _UNBOUND
+        self.bound_recv: Any = None
         self.bound: tuple = ()
 
     @staticmethod
@@ -146,11 +149,12 @@ class Shortcut:
                 or algorithm != self.algorithm_arg:
             return None
         dtype = self.dtype
-        if sendbuf is self.last_send and recvbuf is self.last_recv and recvbuf is not None:
-            # The arrays of the last call: only what NumPy lets change in place is looked at,
-            # never their size (a shape set in place keeps it; one held here cannot be resized).
-            # MPI's own allreduce takes the buffers as they are now and refuses a read-only or
-            # non-contiguous one itself (then the full path says why): the dtypes are enough.
+        if sendbuf is self.last_send and recvbuf is self.last_recv:
+            # The arrays of the last call (a loop's call, made again), bound already: only
+            # what NumPy lets change in place is looked at, never their size (a shape set in
+            # place keeps it; one held here cannot be resized). MPI's own allreduce takes the
+            # buffers as they are now and refuses a read-only or non-contiguous one itself
+            # (then the full path says why): the dtypes are enough.
             if sendbuf.dtype is not dtype or recvbuf.dtype is not dtype:
                 return None
             if not self.native and (sendbuf.shape != self.shape or recvbuf.shape != self.shape
@@ -159,37 +163,46 @@ class Shortcut:
                                     or not recvbuf.flags.writeable):  # views bound to the old
                 return None
             recv = recvbuf
-        elif type(sendbuf) is not np.ndarray or sendbuf.dtype is not dtype \
-                or sendbuf.shape != (shape := self.shape) \
-                or sendbuf.strides != (strides := self.strides):
-            return None
-        elif self.in_place:
-            if recvbuf is not sendbuf:
-                return None
-            recv = sendbuf
-        elif recvbuf is None:
-            recv = np.empty_like(sendbuf)
-        elif type(recvbuf) is not np.ndarray or recvbuf is sendbuf \
-                or recvbuf.dtype is not dtype or recvbuf.shape != shape \
-                or recvbuf.strides != strides or not recvbuf.flags.writeable \
-                or ((sendbuf.base is not None or recvbuf.base is not None)  # owners never overlap
-                    and np.may_share_memory(sendbuf, recvbuf)):  # views: the full path decides
-            return None
         else:
-            recv = recvbuf
-        ctx = self.ctx
+            if type(sendbuf) is not np.ndarray or sendbuf.dtype is not dtype \
+                    or sendbuf.shape != (shape := self.shape) \
+                    or sendbuf.strides != (strides := self.strides):
+                return None
+            if self.in_place:
+                if recvbuf is not sendbuf:
+                    return None
+                recv = sendbuf
+            elif recvbuf is None:
+                recv = np.empty_like(sendbuf)
+            elif type(recvbuf) is not np.ndarray or recvbuf is sendbuf \
+                    or recvbuf.dtype is not dtype or recvbuf.shape != shape \
+                    or recvbuf.strides != strides or not recvbuf.flags.writeable \
+                    or ((sendbuf.base is not None or recvbuf.base is not None)  # owners never overlap
+                        and np.may_share_memory(sendbuf, recvbuf)):  # views: the full path decides
+                return None
+            else:
+                recv = recvbuf
+            if recv is not self.bound_recv or sendbuf is not self.last_send:
+                if self.native:
+                    self.bound = self._specs(sendbuf, recv)
+                else:
+                    send, out = (sendbuf.reshape(-1), recv.reshape(-1)) if self.flat \
+                        else (sendbuf, recv)
+                    self.bound = bind(self.rounds, (send, out, self.tmp, self.node), self.window)
+                self.bound_recv = recv
+            if recvbuf is not None:  # (a new result array each call is never the last one's)
+                self.last_send, self.last_recv = sendbuf, recvbuf
         if self.window is not None and self.window.memory is not self.memory:
             return None  # the window grew since: every rank must use the new one
         if inflight._outstanding:  # the progress engine must drive them while this one waits
             return None
+        ctx = self.ctx
         if ctx.busy:  # ctx.claim(), inlined: with nothing in flight, only a blocking call
             ctx.claim()  # of another thread's can be here: ConcurrentUseError
         number = next(ctx._calls)  # numbered (and tagged) as on the full path: in step
         ctx.busy = True
         try:
             if self.native:  # NativeExecution, inlined: this path's budget is half a microsecond
-                if recv is not self.bound_recv or sendbuf is not self.last_send:
-                    self.bound, self.bound_recv = self._specs(sendbuf, recv), recv
                 send_spec, recv_spec = self.bound
                 try:
                     if self.average:  # (NumPy refuses a read-only recv here, MPI below)
@@ -197,7 +210,7 @@ class Shortcut:
                     request = self.post(send_spec, recv_spec, self.mpi_op)
                 except (BufferError, ValueError):  # refused, nothing sent: the full path says why
                     ctx._calls = itertools.count(number)
-                    self.last_send = self.last_recv = None
+                    self.last_send = self.last_recv = _UNBOUND
                     return None
                 if not self.blocks:  # MPI_Allreduce returned done: None
                     for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
@@ -207,14 +220,7 @@ class Shortcut:
                         request.Wait()
             else:
                 tag = self.tag_high + next(ctx._tags) % ctx._sequence_mod
-                if recv is not self.bound_recv or sendbuf is not self.last_send:
-                    send, out = (sendbuf.reshape(-1), recv.reshape(-1)) if self.flat \
-                        else (sendbuf, recv)
-                    self.bound, self.bound_recv = \
-                        bind(self.rounds, (send, out, self.tmp, self.node), self.window), recv
                 run_bound(self.bound, ctx.comm, tag, self.op, self.schedule)
         finally:
             ctx.busy = False
-        self.last_send, self.last_recv = sendbuf, recvbuf
         return recv
-
