@@ -124,10 +124,12 @@ def test_watchdog_turns_a_hang_into_a_report_and_an_abort():
 def test_a_truncated_message_is_named():
     """With the fingerprint kept out of the tags (a hash collision, forced), a larger message
     reaches a smaller receive: the receiving rank raises MismatchError naming round and peer,
-    instead of MPI's opaque error; its peer, still waiting, is ended by the watchdog."""
+    instead of MPI's opaque error; its peer, still waiting, is ended by the watchdog (after 2 s
+    here; the launcher would end the job after 10)."""
     code, out = launch(2, str(PROGRAMS / "mismatch.py"), "count", "--after", "--blind-tags",
-                       timeout=10, mpi4py=True)  # the other rank waits: the watchdog ends it
+                       env={"MPICOLL_TIMEOUT": "2"}, timeout=10, mpi4py=True)
     assert code != 0 and "did not match its receive in round" in out, out
+    assert "mpicoll watchdog: rank 1: collective #1" in out and "TIMED OUT" not in out, out
     assert "RETURNED DATA" not in out, out
 
 
