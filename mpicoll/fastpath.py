@@ -148,6 +148,8 @@ class Shortcut:
         if comm is not self.comm or (op is not self.op_arg and op != self.op_arg) \
                 or algorithm != self.algorithm_arg:
             return None
+        if self.window is not None and self.window.memory is not self.memory:
+            return None  # the window grew since: every rank must use the new one
         dtype = self.dtype
         if sendbuf is self.last_send and recvbuf is self.last_recv:
             # The arrays of the last call (a loop's call, made again), bound already: only
@@ -190,10 +192,10 @@ class Shortcut:
                         else (sendbuf, recv)
                     self.bound = bind(self.rounds, (send, out, self.tmp, self.node), self.window)
                 self.bound_recv = recv
-            if recvbuf is not None:  # (a new result array each call is never the last one's)
-                self.last_send, self.last_recv = sendbuf, recvbuf
-        if self.window is not None and self.window.memory is not self.memory:
-            return None  # the window grew since: every rank must use the new one
+            # What is bound now: a result allocated here is never passed again, so after one
+            # no later call has "the arrays of the last call".
+            self.last_send, self.last_recv = (sendbuf, recvbuf) if recvbuf is not None \
+                else (_UNBOUND, _UNBOUND)
         if inflight._outstanding:  # the progress engine must drive them while this one waits
             return None
         ctx = self.ctx

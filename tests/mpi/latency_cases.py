@@ -50,6 +50,23 @@ def test_repeated_calls_mixing_fast_and_full_paths(algorithm, inplace):
             assert same_on_all_ranks(WORLD, np.array(results)), "ranks ended with different bits"
 
 
+@pytest.mark.parametrize("algorithm", ["native", "native-blocking", "rd", "shm"])
+def test_a_call_without_recvbuf_between_calls_on_the_same_arrays(algorithm):
+    """A fast call that allocates its result (recvbuf None) binds the shortcut to that new
+    array: the next call on the earlier arrays must bind them again, not write into the
+    allocated one and return its own stale output."""
+    x, out = np.ones(33), np.empty(33)
+    mpicoll.allreduce(x, out, algorithm=algorithm)
+    mpicoll.allreduce(x, out, algorithm=algorithm)  # the fast path, on these arrays
+    x[...] = 2
+    alone = mpicoll.allreduce(x, algorithm=algorithm)  # the fast path, into a new array
+    x[...] = 3
+    result = mpicoll.allreduce(x, out, algorithm=algorithm)
+    p = WORLD.Get_size()
+    assert_everywhere(WORLD, result is out and np.all(alone == 2 * p) and np.all(out == 3 * p),
+                      f"{algorithm}: out {out[:3]}, alone {alone[:3]} ({p} ranks)")
+
+
 def test_the_fast_path_is_taken():
     """The second call of a kind runs without building a request: the shortcut stays; a call
     that differs (another count) makes its own, and the first one is found again."""
