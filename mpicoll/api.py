@@ -81,8 +81,18 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
 def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                algorithm: str = "auto", comm: MPI.Intracomm | None = None,
                codec: CodecArg = None) -> Request:
-    """Start the allreduce ``allreduce`` describes and return a :class:`Request` for it."""
-    return _start(sendbuf, recvbuf, op, algorithm, comm, codec)[0]
+    """Start the allreduce ``allreduce`` describes and return a :class:`Request` for it.
+
+    A call like an earlier nonblocking one (as for ``allreduce``'s fast path) skips the
+    checks and the choices that call made: see :class:`mpicoll.fastpath.Starter`."""
+    if codec is None and fastpath.starters:
+        request = fastpath.start(sendbuf, recvbuf, op, algorithm, comm)
+        if request is not None:
+            return request
+    request, starter, _ = _start(sendbuf, recvbuf, op, algorithm, comm, codec)
+    if starter is not None:
+        fastpath.keep_starter(starter)
+    return request
 
 
 def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
@@ -183,9 +193,10 @@ def _checked_now(p: _Prepared) -> None:
 
 
 def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
-           blocking: bool = False) -> tuple[Request, fastpath.Shortcut | None, _Prepared]:
-    """Start the call; for a ``blocking`` one, also a shortcut for calls like it, if any. A check
-    the call's barrier carries (``carried``) has its verdict when the request completes."""
+           blocking: bool = False) -> tuple[Request, Any, _Prepared]:
+    """Start the call; also a shortcut for calls like it, if any (a ``fastpath.Shortcut`` for a
+    ``blocking`` one, else a ``fastpath.Starter``). A check the call's barrier carries
+    (``carried``) has its verdict when the request completes."""
     p = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=blocking)
     request = Request(p.recv, p.chosen.name, p.spec, p.path.name, p.call.record, p.kind,
                       p.number, p.ctx)
@@ -196,10 +207,13 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
         if not p.carried:  # (a carried one is this rank's barrier: not passed if it failed)
             _checked_now(p)  # every rank started the check: every rank completes it
     inflight.add(request)  # and post its first round now
-    shortcut = None
-    if blocking and p.codec is None and p.call.record is None and p.path.name == "host":
-        shortcut = fastpath.Shortcut.make((op, algorithm, comm), sendbuf, p.recv, p.ctx, p.bits,
-                                          p.op, p.chosen, _plain_plan(p))
+    shortcut: fastpath.Shortcut | fastpath.Starter | None = None
+    if p.codec is None and p.call.record is None and p.path.name == "host":
+        args = (op, algorithm, comm)
+        shortcut = fastpath.Shortcut.make(args, sendbuf, p.recv, p.ctx, p.bits, p.op, p.chosen,
+                                          _plain_plan(p)) if blocking else \
+            fastpath.Starter.make(args, sendbuf, p.recv, p.ctx, p.op, p.chosen, p.kind, p.bits,
+                                  p.call.options, p.path, _plain_plan(p))
     return request, shortcut, p
 
 

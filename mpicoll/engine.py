@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .node_window import NodeWindow
     from .transport import Binding
 
-__all__ = ["Buffers", "Execution", "Stage", "run_local"]
+__all__ = ["Buffers", "Execution", "Stage", "BoundStage", "BoundExecution", "run_local"]
 
 
 class Buffers:
@@ -489,6 +489,107 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
                 run_bound_steps(steps, op)
     except MPI.Exception as error:
         raise mismatch(schedule, index, tag, str(error)) from None
+
+
+
+class BoundStage:
+    """Lowered rounds without a node window, bound to the call's arrays, run as a request's
+    stage (:class:`Stage`) round by round: what :class:`Execution` does for a plain plan on host
+    arrays, without its per-round objects. How a round's messages are posted is the
+    subclass's: fresh ones (:class:`BoundExecution`) or persistent requests
+    (``mpicoll.persistent.BoundRounds``)."""
+
+    __slots__ = ("_steps", "_op", "_schedule", "_tag", "_next", "_pending", "progressed")
+
+    def __init__(self, steps: list, tag: int, op: Op, schedule: Schedule):
+        self._steps = steps  # per round, from bind_steps
+        self._op, self._schedule, self._tag = op, schedule, tag
+        self._next = 0
+        self._pending: list[MPI.Request] | None = None
+        self.progressed = time.monotonic()
+
+    def _post(self, index: int) -> list[MPI.Request]:
+        """Post round ``index``'s messages."""
+        raise NotImplementedError
+
+    @property
+    def done(self) -> bool:
+        return self._next == len(self._steps) and self._pending is None
+
+    def pending(self) -> list[MPI.Request]:
+        return list(self._pending or ())
+
+    def completed(self, index: int, status: MPI.Status) -> None:
+        """Completed by the progress engine's Waitany: the next Testall sees it inactive."""
+
+    def where(self) -> str:
+        if self.done:
+            return "finished"
+        index = self._next - 1 if self._pending is not None else self._next
+        return _where(self._schedule, index, self._tag)
+
+    def test(self) -> bool:
+        while not self.done:
+            if self._pending is None:
+                self._start()
+            if self._pending:
+                try:
+                    if not MPI.Request.Testall(self._pending):
+                        return False
+                except MPI.Exception as error:
+                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
+            self._finish()
+        return True
+
+    def wait(self) -> None:
+        while not self.done:
+            if self._pending is None:
+                self._start()
+            if self._pending:
+                try:
+                    MPI.Request.Waitall(self._pending)
+                except MPI.Exception as error:
+                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
+            self._finish()
+
+    def _start(self) -> None:
+        self._pending = self._post(self._next)
+        self._next += 1
+
+    def _finish(self) -> None:
+        self._pending = None
+        self.progressed = time.monotonic()
+        steps = self._steps[self._next - 1]
+        if steps:
+            run_bound_steps(steps, self._op)
+        if self.done:
+            self._finished()
+
+    def _finished(self) -> None:
+        """After the last round (the subclass's to use)."""
+
+
+class BoundExecution(BoundStage):
+    """One run of rounds from :func:`bind` (no node window) on fresh ``Irecv``/``Isend``
+    requests, on its own scratch, given back to ``plan`` at the end: the nonblocking fast
+    path's stage (``mpicoll.fastpath.Starter``)."""
+
+    __slots__ = ("_messages", "_comm", "_plan", "_scratch")
+
+    def __init__(self, rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedule,
+                 plan: Any, scratch: tuple):
+        super().__init__([steps for _, _, _, _, steps, _ in rounds], tag, op, schedule)
+        self._messages = [(receives, sends) for _, receives, sends, _, _, _ in rounds]
+        self._comm, self._plan, self._scratch = comm, plan, scratch
+
+    def _post(self, index: int) -> list[MPI.Request]:
+        comm, tag = self._comm, self._tag
+        receives, sends = self._messages[index]
+        return [comm.Irecv(spec, peer, tag) for spec, peer in receives] \
+            + [comm.Isend(spec, peer, tag) for spec, peer in sends]
+
+    def _finished(self) -> None:
+        self._plan.give_back(self._scratch)  # (not on a mismatch: MPI might still write it)
 
 
 def bind_steps(steps: tuple, arrays: tuple) -> tuple:

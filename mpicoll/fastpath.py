@@ -1,4 +1,4 @@
-"""The blocking call's fast path: a call like an earlier one, its checks reduced to comparisons.
+"""The fast path: a call like an earlier one, its checks reduced to comparisons.
 
 Scientific codes call ``allreduce`` with the same kind of arguments every iteration (two dot
 products of a conjugate gradient, a tally array). The full path re-validates them, resolves
@@ -16,6 +16,9 @@ not plain NumPy or that overlap. What changes rarely is not looked at per call: 
 made only without timing records, ``MPICOLL_CHECK=1`` or the watchdog, and is dropped
 (:func:`forget`) when any of them starts or a communicator forgets its verified kinds (whose
 fingerprint check the full path then makes again, on every rank alike).
+
+``iallreduce`` has shortcuts of its own, :class:`Starter` s, under the same rules (a request in
+flight does not matter there: every start goes into the progress engine as on the full path).
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ import numpy as np
 from mpi4py.MPI import IN_PLACE, Datatype
 
 from . import check, inflight, timing, watchdog
-from .algorithm import Algorithm
+from .algorithm import Algorithm, Call, Options
 from .context import CachedPlan, Context
-from .engine import bind, run_bound
+from .engine import BoundExecution, bind, run_bound
 from .ops import Op
+from .request import Request
+from .transport import Transport
 
-__all__ = ["Shortcut", "last", "keep", "retry", "forget"]
+__all__ = ["Shortcut", "Starter", "last", "keep", "retry", "forget", "start", "keep_starter"]
 
 last: Shortcut | None = None
 """The most recent blocking call's shortcut, tried first."""
@@ -42,6 +47,8 @@ older: list[Shortcut] = []
 few kinds of call (a solver's dot products and norms; bench's methods) keeps them all. Each
 holds views of the last arrays it ran on (so those stay alive until it is dropped)."""
 KEPT = 8
+starters: list[Starter] = []
+"""The nonblocking calls' shortcuts (:class:`Starter`), most recent first."""
 _UNBOUND: Any = object()
 """A shortcut's last arrays before it has any (no argument is this object)."""
 _lock = threading.Lock()
@@ -77,22 +84,74 @@ def forget() -> None:
     with _lock:
         last = None
         older.clear()
+        starters.clear()
 
 
-class Shortcut:
-    """Runs a blocking allreduce of one kind; made by the full path after such a call ran."""
+def start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Request | None:
+    """The request of ``iallreduce(sendbuf, recvbuf, ...)`` from the starter that fits the call
+    (it becomes the first tried), or None: the full path must start it."""
+    for starter in list(starters):
+        request = starter.start(sendbuf, recvbuf, op, algorithm, comm)
+        if request is not None:
+            if starter is not starters[0]:
+                keep_starter(starter)
+            return request
+    return None
+
+
+def keep_starter(starter: Starter) -> None:
+    """Make ``starter`` the first tried; the least recent beyond :data:`KEPT` is dropped."""
+    with _lock:
+        if starter in starters:
+            starters.remove(starter)
+        starters.insert(0, starter)
+        del starters[KEPT:]
+
+
+class _Kind:
+    """The arguments a shortcut was made for, and how a later call's arrays are matched
+    against them (what the full path's checks would accept alike)."""
 
     __slots__ = ("comm", "op_arg", "algorithm_arg", "dtype", "shape", "strides", "in_place",
-                 "flat", "ctx", "op", "tag_high", "schedule", "rounds", "tmp", "native", "blocks",
+                 "ctx", "op")
+
+    def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context, op: Op):
+        self.op_arg, self.algorithm_arg, self.comm = args
+        self.dtype, self.shape, self.strides = send.dtype, send.shape, send.strides
+        self.in_place, self.ctx, self.op = in_place, ctx, op
+
+    def _result_for(self, sendbuf: Any, recvbuf: Any) -> np.ndarray | None:
+        """The array a call with these arrays writes its result into (allocated if
+        ``recvbuf`` is None), or None if the call is not of this kind."""
+        dtype = self.dtype
+        if type(sendbuf) is not np.ndarray or sendbuf.dtype is not dtype \
+                or sendbuf.shape != (shape := self.shape) \
+                or sendbuf.strides != (strides := self.strides):
+            return None
+        if self.in_place:
+            return sendbuf if recvbuf is sendbuf else None
+        if recvbuf is None:
+            return np.empty_like(sendbuf)
+        if type(recvbuf) is not np.ndarray or recvbuf is sendbuf \
+                or recvbuf.dtype is not dtype or recvbuf.shape != shape \
+                or recvbuf.strides != strides or not recvbuf.flags.writeable \
+                or ((sendbuf.base is not None or recvbuf.base is not None)  # owners never overlap
+                    and np.may_share_memory(sendbuf, recvbuf)):  # views: the full path decides
+            return None
+        return recvbuf
+
+
+class Shortcut(_Kind):
+    """Runs a blocking allreduce of one kind; made by the full path after such a call ran."""
+
+    __slots__ = ("flat", "tag_high", "schedule", "rounds", "tmp", "native", "blocks",
                  "name", "post", "mpi_op", "mpi_type", "average", "last_send", "last_recv", "bound",
                  "bound_recv", "window", "node", "memory")
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context,
                  kind_bits: int, op: Op, algorithm: Algorithm, schedule: Any, rounds: tuple):
-        self.op_arg, self.algorithm_arg, self.comm = args
-        self.dtype, self.shape, self.strides = send.dtype, send.shape, send.strides
-        self.in_place, self.flat = in_place, send.ndim != 1
-        self.ctx, self.op = ctx, op
+        super().__init__(args, send, in_place, ctx, op)
+        self.flat = send.ndim != 1
         self.tag_high = ctx.tag_base(kind_bits)
         self.native = schedule is None
         self.blocks = algorithm.blocks  # MPI's blocking Allreduce (nothing else is in flight)
@@ -166,24 +225,9 @@ class Shortcut:
                 return None
             recv = recvbuf
         else:
-            if type(sendbuf) is not np.ndarray or sendbuf.dtype is not dtype \
-                    or sendbuf.shape != (shape := self.shape) \
-                    or sendbuf.strides != (strides := self.strides):
+            recv = self._result_for(sendbuf, recvbuf)
+            if recv is None:
                 return None
-            if self.in_place:
-                if recvbuf is not sendbuf:
-                    return None
-                recv = sendbuf
-            elif recvbuf is None:
-                recv = np.empty_like(sendbuf)
-            elif type(recvbuf) is not np.ndarray or recvbuf is sendbuf \
-                    or recvbuf.dtype is not dtype or recvbuf.shape != shape \
-                    or recvbuf.strides != strides or not recvbuf.flags.writeable \
-                    or ((sendbuf.base is not None or recvbuf.base is not None)  # owners never overlap
-                        and np.may_share_memory(sendbuf, recvbuf)):  # views: the full path decides
-                return None
-            else:
-                recv = recvbuf
             if recv is not self.bound_recv or sendbuf is not self.last_send:
                 if self.native:
                     self.bound = self._specs(sendbuf, recv)
@@ -226,3 +270,65 @@ class Shortcut:
         finally:
             ctx.busy = False
         return recv
+
+
+class Starter(_Kind):
+    """Starts a nonblocking allreduce of one kind; made by the full path after such a call
+    started. What the full path decided for it (the arguments valid, the algorithm, the kind
+    verified by every rank, the plan's options) holds for a call like it, so a start only
+    numbers and tags the collective as the full path does, and runs the same plan: a plain one
+    without a node window lowered and bound to the arrays (:class:`~mpicoll.engine.
+    BoundExecution`), any other by the algorithm's own stages. The same messages either way,
+    in the same progress engine."""
+
+    __slots__ = ("algorithm", "kind", "kind_bits", "options", "path", "plan")
+
+    def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context, op: Op,
+                 algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
+                 path: Transport, plan: CachedPlan | None):
+        super().__init__(args, send, in_place, ctx, op)
+        self.algorithm, self.kind, self.kind_bits = algorithm, kind, kind_bits
+        self.options, self.path = options, path
+        self.plan = plan if plan is not None and plan.lowered is not None \
+            and not plan.schedule.node_count else None  # (a window's executions queue for it)
+
+    @staticmethod
+    def make(args: tuple, send: Any, recv: Any, ctx: Context, op: Op, algorithm: Algorithm,
+             kind: tuple, kind_bits: int, options: Options, path: Transport,
+             plan: CachedPlan | None) -> Starter | None:
+        """A starter for calls like this one (``plan``: the cached plan that ran, if any), or
+        None where each call must take the full path (:func:`forget`'s callers drop starters
+        when that changes)."""
+        if type(send) is not np.ndarray or check.every_call or timing._active is not None \
+                or watchdog._thread is not None:
+            return None
+        return Starter(args, send, recv is send, ctx, op, algorithm, kind, kind_bits, options,
+                       path, plan)
+
+    def start(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any
+              ) -> Request | None:
+        """The request of ``iallreduce(sendbuf, recvbuf, op=op, algorithm=algorithm,
+        comm=comm)``, started, or None when the full path must start it."""
+        if comm is not self.comm or (op is not self.op_arg and op != self.op_arg) \
+                or algorithm != self.algorithm_arg:
+            return None
+        recv = self._result_for(sendbuf, recvbuf)
+        if recv is None:
+            return None
+        ctx, chosen, plan = self.ctx, self.algorithm, self.plan
+        ctx.claim()  # ConcurrentUseError, as Context.begin
+        number = next(ctx._calls)
+        tags = ctx.next_tags(chosen.tags, self.kind_bits)
+        request = Request(recv, chosen.name, "", self.path.name, None, self.kind, number, ctx)
+        ctx.hold(tags, request)
+        send, out = sendbuf.reshape(-1), recv.reshape(-1)
+        if plan is None:
+            request.run(chosen.start(Call(ctx, send, out, self.op, self.options, None, None,
+                                          None, self.path, tags)))
+        else:
+            scratch = plan.take_scratch(self.dtype)
+            rounds = bind(plan.lowered or (), (send, out, scratch[0], None))  # (lowered: made so)
+            request.run(iter((BoundExecution(rounds, ctx.comm, tags[0], self.op, plan.schedule,
+                                             plan, scratch),)))
+        inflight.add(request)  # and post its first round now
+        return request

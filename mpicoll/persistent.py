@@ -24,7 +24,7 @@ from mpi4py import MPI
 
 from . import inflight
 from ._mpi import complete
-from .engine import _where, bind_steps, mismatch, run_bound_steps
+from .engine import BoundStage, bind_steps
 from .ops import Op
 from .request import Request
 from .schedule import Schedule
@@ -32,25 +32,22 @@ from .schedule import Schedule
 __all__ = ["PersistentRequest", "BoundRounds", "BoundNative"]
 
 
-class BoundRounds:
+class BoundRounds(BoundStage):
     """A lowered plan bound to MPI persistent requests: a stage of a request, rerun by
     :meth:`restart`."""
 
-    __slots__ = ("_requests", "_steps", "_op", "_schedule", "_tag", "_next",
-                 "_pending", "progressed")
+    __slots__ = ("_requests",)
 
     def __init__(self, rounds: tuple, arrays: tuple, comm: MPI.Comm, tag: int, op: Op,
                  schedule: Schedule):
         byte = MPI.BYTE
-        self._requests = [
+        super().__init__([bind_steps(steps, arrays) for _, _, _, steps, _ in rounds], tag, op,
+                         schedule)
+        self._requests: list[list[Any]] = [
             [comm.Recv_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in receives]
             + [comm.Send_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in sends]
             for receives, sends, _, _, _ in rounds]  # no node window: no barriers, no overlap
-        self._steps = [bind_steps(steps, arrays) for _, _, _, steps, _ in rounds]
-        self._op, self._schedule, self._tag = op, schedule, tag
-        self._next = len(rounds)
-        self._pending: list[MPI.Prequest] | None = None
-        self.progressed = time.monotonic()
+        self._next = len(rounds)  # not started
 
     def restart(self) -> BoundRounds:
         """Post the first round again."""
@@ -59,45 +56,8 @@ class BoundRounds:
             self._start()
         return self
 
-    @property
-    def done(self) -> bool:
-        return self._next == len(self._requests) and self._pending is None
-
-    def pending(self) -> list[MPI.Request]:
-        return list(self._pending or ())
-
-    def completed(self, index: int, status: MPI.Status) -> None:
-        """Completed by the progress engine's Waitany: the next Testall sees it inactive."""
-
     def where(self) -> str:
-        if self.done:
-            return "finished"
-        index = self._next - 1 if self._pending is not None else self._next
-        return _where(self._schedule, index, self._tag) + " (persistent)"
-
-    def test(self) -> bool:
-        while not self.done:
-            if self._pending is None:
-                self._start()
-            if self._pending:
-                try:
-                    if not MPI.Prequest.Testall(self._pending):
-                        return False
-                except MPI.Exception as error:
-                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
-            self._finish()
-        return True
-
-    def wait(self) -> None:
-        while self._next < len(self._requests) or self._pending is not None:
-            if self._pending is None:
-                self._start()
-            if self._pending:
-                try:
-                    MPI.Prequest.Waitall(self._pending)
-                except MPI.Exception as error:
-                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
-            self._finish()
+        return super().where() + ("" if self.done else " (persistent)")
 
     def free(self) -> None:
         for requests in self._requests:
@@ -105,19 +65,11 @@ class BoundRounds:
                 request.Free()
         self._requests = []
 
-    def _start(self) -> None:
-        requests = self._requests[self._next]
+    def _post(self, index: int) -> list[MPI.Request]:
+        requests = self._requests[index]
         if requests:
             MPI.Prequest.Startall(requests)
-        self._pending = requests
-        self._next += 1
-
-    def _finish(self) -> None:
-        self._pending = None
-        self.progressed = time.monotonic()
-        steps = self._steps[self._next - 1]
-        if steps:
-            run_bound_steps(steps, self._op)
+        return requests
 
 
 class BoundNative:

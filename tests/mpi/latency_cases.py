@@ -208,6 +208,68 @@ def test_a_second_thread_during_a_fast_blocking_call_is_refused():
     comm.Free()
 
 
+# ---- iallreduce's starters
+
+@pytest.mark.parametrize("algorithm", ["native", "native-blocking", "rd", "ring", "shm", "auto"])
+def test_repeated_nonblocking_calls_mixing_starters_and_full_paths(algorithm):
+    """Four rounds of three nonblocking calls of one kind in flight at once (out of place, in
+    place, into a new array), new values each round. Even ranks wait on them newest first,
+    odd ranks oldest first (any order completes, as in MPI), and odd ranks drop their starters
+    every other round (the full path) while even ranks keep them: results must equal MPI's,
+    the same bits on every rank."""
+    rank, p = WORLD.Get_rank(), WORLD.Get_size()
+    for dtype, op in (("f8", "sum"), ("i4", "max"), ("f4", "avg")):
+        base = "sum" if op == "avg" else op
+        for count in (1, p + 1, 97):
+            x, y = (data(WORLD, count, dtype, base) for _ in range(2))
+            out = np.empty_like(x)
+            ok, results = True, []
+            for i in range(4):
+                x[...] = data(WORLD, count, dtype, base, seed=i)
+                y[...] = data(WORLD, count, dtype, base, seed=100 + i)
+                refs = [native(WORLD, a, base) for a in (x, y, x)]
+                if op == "avg":
+                    refs = [r / p for r in refs]
+                if rank % 2 and i % 2:
+                    fastpath.forget()
+                requests = [mpicoll.iallreduce(x, out, op=op, algorithm=algorithm),
+                            mpicoll.iallreduce(y, y, op=op, algorithm=algorithm),
+                            mpicoll.iallreduce(x, op=op, algorithm=algorithm)]
+                order = range(3) if rank % 2 else range(2, -1, -1)
+                got = [None] * 3
+                for k in order:
+                    got[k] = requests[k].wait()
+                ok &= got[0] is out and got[1] is y
+                for result, ref in zip(got, refs):
+                    ok &= bool(np.allclose(result, ref, atol=1e-5) if op == "avg"
+                               else np.array_equal(result, ref))
+                results.append(np.concatenate([g.ravel() for g in got]))
+            assert_everywhere(WORLD, ok, f"{algorithm} {dtype} {op} count {count}: wrong result")
+            assert same_on_all_ranks(WORLD, np.array(results)), "ranks ended with different bits"
+
+
+def test_the_nonblocking_starter_is_taken(monkeypatch):
+    """A second nonblocking call of a kind skips the full path's preparation; one of another
+    kind (another dtype) takes it and makes its own starter; the first is found again."""
+    from mpicoll import api
+    prepared = []
+    full = api._prepare
+    monkeypatch.setattr(api, "_prepare", lambda *a, **k: prepared.append(1) or full(*a, **k))
+    x = np.ones(10)
+    mpicoll.iallreduce(x, algorithm="ring").wait()
+    first = fastpath.starters[0]
+    results = [mpicoll.iallreduce(x, algorithm="ring") for _ in range(3)]
+    taken = len(prepared) == 1 and fastpath.starters[0] is first
+    mpicoll.iallreduce(np.ones(10, np.float32), algorithm="ring").wait()
+    second = fastpath.starters[0]
+    again = mpicoll.iallreduce(x, algorithm="ring").wait()
+    p = WORLD.Get_size()
+    assert_everywhere(WORLD, taken and len(prepared) == 2 and second is not first
+                      and fastpath.starters[:2] == [first, second]
+                      and all(np.all(r.wait() == p) for r in results) and np.all(again == p),
+                      f"prepared {len(prepared)} times")
+
+
 # ---- allreduce_init
 
 @pytest.mark.parametrize("algorithm", PLAIN)
