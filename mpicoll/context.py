@@ -225,8 +225,11 @@ class Context:
     def free(self) -> None:
         """With the user's communicator (``MPI_Comm_free``, whose pending operations complete
         normally): collectives still in flight on it are finished first, here, since they use
-        the duplicate and window freed below (their requests keep their results)."""
+        the duplicate and window freed below (their requests keep their results). Shortcuts
+        are dropped: a later call with the freed communicator gets the full path's error."""
         _LIVE.discard(self)
+        from . import fastpath  # (it imports this module)
+        fastpath.forget()
         if not MPI.Is_finalized():
             from . import inflight  # the engine imports the requests, which import this module
             for request in inflight.outstanding():

@@ -270,6 +270,20 @@ def test_the_nonblocking_starter_is_taken(monkeypatch):
                       f"prepared {len(prepared)} times")
 
 
+def test_a_freed_communicator_gets_the_full_paths_error():
+    """Calls on a communicator freed after the fast path and a starter were made for it: the
+    full path's clear error, not MPI's on the freed duplicate (nor a mismatch report)."""
+    comm, x = WORLD.Dup(), np.ones(4)
+    for _ in range(2):
+        mpicoll.allreduce(x, comm=comm, algorithm="rd")
+        mpicoll.iallreduce(x, comm=comm, algorithm="rd").wait()
+    comm.Free()
+    with pytest.raises(TypeError, match="COMM_NULL"):
+        mpicoll.allreduce(x, comm=comm, algorithm="rd")
+    with pytest.raises(TypeError, match="COMM_NULL"):
+        mpicoll.iallreduce(x, comm=comm, algorithm="rd")
+
+
 # ---- allreduce_init
 
 @pytest.mark.parametrize("algorithm", PLAIN)
