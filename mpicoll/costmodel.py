@@ -77,9 +77,16 @@ class Model:
     burst: int = 0
 
     def __hash__(self) -> int:
-        return hash((tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())),
-                     self.gamma, tuple(sorted(self.algorithms.items())), self.source,
-                     self.measured, self.measured_on, self.nics, self.cache_bytes, self.burst))
+        """Computed once (``auto`` looks its choices up by the model on every full-path call;
+        a model is never changed: its dicts are read only)."""
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = self.__dict__["_hash"] = hash((
+                tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())), self.gamma,
+                tuple(sorted(self.algorithms.items())), self.source, self.measured,
+                self.measured_on, self.nics, self.cache_bytes, self.burst))
+            return value
 
     def in_cache(self, nbytes: int, ranks_on_node: int) -> float:
         """Which part of a node's working set fits in its cache, for messages of ``nbytes`` on

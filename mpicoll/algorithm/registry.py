@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from .base import Algorithm
 
-__all__ = ["register", "get", "registered", "names", "UnknownAlgorithmError"]
+__all__ = ["register", "get", "registered", "names", "generation", "UnknownAlgorithmError"]
 
 _BY_NAME: dict[str, Algorithm] = {}
 AUTO = "auto"
+_generation = 0  # registrations so far: what caches of choices among the algorithms key on
 
 
 class UnknownAlgorithmError(ValueError):
@@ -20,8 +21,16 @@ def register(algorithm: Algorithm) -> Algorithm:
         raise TypeError(f"register takes an Algorithm, not {type(algorithm).__name__}")
     if algorithm.name in _BY_NAME or algorithm.name == AUTO:
         raise ValueError(f"an algorithm named {algorithm.name!r} is already registered")
+    global _generation
     _BY_NAME[algorithm.name] = algorithm
+    _generation += 1
     return algorithm
+
+
+def generation() -> int:
+    """How many registrations were made: a cached choice among the algorithms made at another
+    generation is stale."""
+    return _generation
 
 
 def get(name: str) -> Algorithm:

@@ -8,6 +8,7 @@ from typing import Any
 from .. import costmodel, tune
 from .._mpi import threads_allow
 from .base import Algorithm, Layout
+from . import registry
 from .registry import AUTO, get, registered
 
 __all__ = ["choose", "predictions", "resolve", "accepts", "codec_kind"]
@@ -77,23 +78,34 @@ def resolve(asked: Algorithm | str | None, nbytes: int, layout: Layout, codec_ki
     """
     if isinstance(asked, str):
         asked = None if asked == AUTO else get(asked)
+    nodes = len(layout.nodes)
     if codec_kind == "sparse" and layout.size > 1:
         if asked is not None and "sparse" in asked.compresses:
             return asked
-        return _fitting(layout, commutative, lambda a: "sparse" in a.compresses)[0]
+        return _fitting(nodes, commutative, lambda a: "sparse" in a.compresses)[0]
     if asked is not None:
         return asked
-    one_node = len(layout.nodes) == 1
-    fits = _fitting(layout, commutative, lambda a: accepts(a, codec_kind)
-                    and (a.plan is not None
-                         or (native and a.mpi and (threads_allow() or not a.blocks)))
-                    and not (codec_kind and one_node and not a.compresses_in_node))
-    return get(choose(nbytes, layout, tuple(a.name for a in fits), itemsize))
+    among = _candidates(nodes, commutative, codec_kind, native, threads_allow(),
+                        registry.generation())
+    return get(choose(nbytes, layout, among, itemsize))
 
 
-def _fitting(layout: Layout, commutative: bool, wanted: Any) -> list[Algorithm]:
+@lru_cache(maxsize=64)
+def _candidates(nodes: int, commutative: bool, codec_kind: str | None, native: bool,
+                threads: bool, generation: int) -> tuple[str, ...]:
+    """What ``auto`` chooses among, worked out once per kind of call, not per call
+    (``threads``: a helper thread may block in MPI; ``generation``: the registry's, which a
+    registration changes)."""
+    one_node = nodes == 1
+    return tuple(a.name for a in _fitting(
+        nodes, commutative, lambda a: accepts(a, codec_kind)
+        and (a.plan is not None or (native and a.mpi and (threads or not a.blocks)))
+        and not (codec_kind and one_node and not a.compresses_in_node)))
+
+
+def _fitting(nodes: int, commutative: bool, wanted: Any) -> list[Algorithm]:
     found = [a for a in registered() if wanted(a) and not (a.needs_commutative and not commutative)
-             and not (a.one_node and len(layout.nodes) > 1)]
+             and not (a.one_node and nodes > 1)]
     if not found:
         raise ValueError("no registered algorithm can run this call")
     return found
