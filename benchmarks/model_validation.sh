@@ -3,7 +3,8 @@
 # sweep, then two separate bench sweeps from 64 KiB are predicted by it (model_validate.py).
 # Layouts: 2, 3, 4 ranks on this machine; 2 hosts x 2 and 4 hosts x 1 of the emulated cluster
 # at 1 Gbit/s (needs root). Also the models carried to layouts they did not measure.
-# Output in docs/results/issue14/. Usage: bash benchmarks/model_validation.sh [local|emulated|check]
+# Output in docs/results/issue14/. Usage: bash benchmarks/model_validation.sh [local|emulated|refit|check]
+# (refit: the tuning files fitted again from the saved tune runs, after the model changed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -37,6 +38,12 @@ local)
 emulated)
     layout e2x2 $(emulated 2 2)
     layout e4x1 $(emulated 4 1)
+    ;;
+refit)
+    for tuned in "$out"/tune-*.txt "$out"/*/tune-*.txt; do
+        name=$(basename "$tuned" .txt); name=${name#tune-}
+        "$PY" benchmarks/model_refit.py "$tuned" --model "$(dirname "$tuned")/tuning-$name.json"
+    done
     ;;
 check)
     for name in p2 p3 p4 e2x2 e4x1; do

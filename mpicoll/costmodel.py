@@ -7,10 +7,11 @@ travels where. Per transport level (same node, across nodes) a message of b byte
 of its own: its Python overhead per round (``native``: per call), and how far its bytes run
 slower than the plain link's (a factor on β and γ: extra copies, MPI's shared-memory cells),
 one factor while the node's working set (its ranks' send, receive and scratch buffers, about
-three messages each) fits in the last-level cache, one for the part beyond it (memory runs at
-another speed there, and algorithms differ in how much they reuse). The factors apply to the
-bytes that move through memory (same-node links, reductions, copies), not to cross-node
-links: a wire runs at its own rate however the bytes were copied.
+three messages each) fits in the last-level cache, one once it is twice the cache or more, in
+between a mix (memory runs at another speed there, and algorithms differ in how much they
+reuse). The factors apply to the bytes that move through memory (same-node links,
+reductions, copies), not to cross-node links: a wire runs at its own rate however the bytes
+were copied.
 ``native`` takes the shape of the better of MPI's usual two, recursive doubling and
 Rabenseifner. ``mpicoll tune`` measures α, β, γ and fits the per-algorithm figures on the
 machine at hand; without a tuning file the :data:`BUILTIN` figures apply.
@@ -20,6 +21,12 @@ after the rank's previous one plus the overhead; a message arrives once both end
 it, α + β per byte later (a rank's sends in one round leave one after another); a round ends
 with its last arrival, then its local steps take γ per byte. A barrier of a node (shared
 memory) ends α after the last of its ranks entered it.
+
+MPI's own allreduce pays one more term: MPICH allocates a scratch buffer the message's size on
+every call, which glibc maps afresh, at least from 64 MiB on, so that each call faults its pages in
+again (``Model.fresh`` per byte; mpicoll's algorithms keep their scratch). Measured at 2 ranks:
+native at 64 MiB took 49–60 ms as is and 34–35 ms with glibc told never to map
+(docs/results/issue14/native-fresh-pages.txt); ``tune`` fits it.
 
 A link that is a token bucket (``Model.burst``; the emulated cluster's) passes a burst at once
 and its rate only on average: a call then costs its time with the burst's share of its wire time
@@ -43,11 +50,20 @@ if TYPE_CHECKING:
     from .algorithm import Algorithm, Options
 
 __all__ = ["Model", "BUILTIN", "EMULATED_1G", "GPU_CLUSTER", "PRESETS", "NATIVE_SHAPES",
-           "predict", "components", "busiest_link", "exact", "fit_algorithm", "mpi_own"]
+           "ALWAYS_MAPPED", "predict", "components", "fresh_pages", "busiest_link", "exact",
+           "fit_algorithm", "mpi_own"]
 
 NATIVE_SHAPES = ("rd", "rabenseifner")
 """What ``native`` is predicted as: MPICH's and Open MPI's usual short- and long-message
 algorithms, the better of the two."""
+
+ALWAYS_MAPPED = 64 << 20
+"""From here on glibc's ``malloc`` maps a block afresh on every call: twice its largest mmap
+threshold (``DEFAULT_MMAP_THRESHOLD_MAX``, 32 MiB on 64-bit systems), which is its largest trim
+threshold, so the heap never keeps that much free. From 32 MiB up to here a block comes from
+the heap's free end or is mapped depending on what the process freed before (native at 32 MiB:
+7.6–8.0 ms in bench's sweeps, 27–30 ms run after 16 MiB alone; 15–16 ms with glibc told never
+to map: docs/results/issue14/native-fresh-pages.txt)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +79,8 @@ class Model:
     NIC queue for it); 0 gives each rank a link of its own. ``cache_bytes``: a node's
     last-level cache (0: unknown, every byte is beyond it). ``burst``: bytes a cross-node link
     lets through at once, as a token bucket of that depth does (the emulated cluster's ``tc
-    tbf``; 0: a plain link): see :func:`predict`."""
+    tbf``; 0: a plain link): see :func:`predict`. ``fresh``: seconds per byte of message that
+    MPI's own allreduce spends on new memory from :data:`ALWAYS_MAPPED` on."""
 
     alpha: dict[str, float]
     beta: dict[str, float]
@@ -75,6 +92,7 @@ class Model:
     nics: int = 0  # links a node's cross-node messages share (0: one per rank, no contention)
     cache_bytes: int = 0
     burst: int = 0
+    fresh: float = 0.0
 
     def __hash__(self) -> int:
         """Computed once (``auto`` looks its choices up by the model on every full-path call;
@@ -85,13 +103,20 @@ class Model:
             value = self.__dict__["_hash"] = hash((
                 tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())), self.gamma,
                 tuple(sorted(self.algorithms.items())), self.source, self.measured,
-                self.measured_on, self.nics, self.cache_bytes, self.burst))
+                self.measured_on, self.nics, self.cache_bytes, self.burst, self.fresh))
             return value
 
     def in_cache(self, nbytes: int, ranks_on_node: int) -> float:
-        """Which part of a node's working set fits in its cache, for messages of ``nbytes`` on
-        ``ranks_on_node`` ranks (about three messages each: send, receive, scratch)."""
-        return min(1.0, self.cache_bytes / (3 * max(nbytes, 1) * ranks_on_node))
+        """Which part of a node's working set is served from its cache, for messages of
+        ``nbytes`` on ``ranks_on_node`` ranks (about three messages each: send, receive,
+        scratch): all of it while it fits, none from twice the cache on, linearly between (a
+        working set streamed through a cache it overflows evicts what it would reuse; this
+        shape fitted the sweeps of 2, 3 and 4 ranks here better than the cache's share,
+        docs/seed.md)."""
+        if not self.cache_bytes:
+            return 0.0
+        working_set = 3 * max(nbytes, 1) * ranks_on_node
+        return min(1.0, max(0.0, 2.0 - working_set / self.cache_bytes))
 
     def measured_pick(self, nbytes: int, ranks: int, nodes: int, among: tuple[str, ...]
                       ) -> str | None:
@@ -119,20 +144,22 @@ class Model:
 BUILTIN = Model(
     # Fitted on the 2-core development machine (MPICH 5.0.2 wheel, one node, one rank per
     # core) by `mpiexec -bind-to core -n 2 python -m mpicoll tune -m 8:64M -f 2 -i 10`
-    # (docs/results/issue14/tuning-p2.json; docs/results.md). "remote" is not measured there:
-    # a 1 Gbit/s link's β and a TCP round trip's α, as the emulated cluster has them
-    # (docs/cluster.md).
+    # (docs/results/issue14/tuning-p2.json, refitted from that sweep by
+    # benchmarks/model_refit.py when the cache's edge and the fresh pages came in). "remote" is
+    # not measured there: a 1 Gbit/s link's β and a TCP round trip's α, as the emulated cluster
+    # has them (docs/cluster.md).
     alpha={"local": 1.78e-06, "remote": 60e-6},
     beta={"local": 7.61e-11, "remote": 8.4e-9},
     gamma=4.39e-11,
-    algorithms={"ring": (6.86e-07, 1.95, 1.22),
-                "tree": (7.36e-07, 1.08, 1.12),
-                "rd": (1.40e-06, 2.27, 1.01),
-                "rabenseifner": (6.82e-07, 1.85, 1.19),
-                "hybrid": (8.47e-07, 1.14, 0.51),
-                "shm": (1.04e-06, 1.18, 0.54),
-                "native": (8.24e-07, 2.60, 1.55)},
+    algorithms={"ring": (6.83e-07, 1.88, 1.20),
+                "tree": (7.33e-07, 1.11, 1.10),
+                "rd": (1.41e-06, 2.11, 1.00),
+                "rabenseifner": (6.85e-07, 1.76, 1.18),
+                "hybrid": (8.48e-07, 1.05, 0.50),
+                "shm": (1.04e-06, 1.07, 0.53),
+                "native": (8.23e-07, 2.19, 1.57)},
     cache_bytes=16 << 20,
+    fresh=2.09e-10,
 )
 
 
@@ -140,6 +167,7 @@ EMULATED_1G = Model(
     alpha={"local": BUILTIN.alpha["local"], "remote": BUILTIN.alpha["remote"]},
     beta={"local": BUILTIN.beta["local"], "remote": 8 / 0.96e9},
     gamma=BUILTIN.gamma, algorithms=dict(BUILTIN.algorithms), nics=1, burst=256 << 10,
+    fresh=BUILTIN.fresh,
     source="the emulated cluster: this machine's figures inside a host; between hosts one "
            "1 Gbit/s tbf link per host, shared by its ranks (0.96 Gbit/s measured for one TCP "
            "stream, ../shared/notes/emulated-cluster.md), its token bucket's 256 KiB burst "
@@ -249,7 +277,8 @@ def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: M
     latency, memory, wire, rounds = components(name, nbytes, nodes, model, itemsize, events)
     inside = model.in_cache(nbytes, max(map(len, nodes)))
     seconds = (latency + (factor * (1 - inside) + cached * inside) * memory + wire
-               + overhead * rounds)  # native: one "round", the call
+               + overhead * rounds  # native: one "round", the call
+               + fresh_pages(name, nbytes, model))
     if not (model.burst and wire):
         return seconds
     # Token-bucket links: of the L bytes a call puts on its busiest link, the first ``burst``
@@ -260,6 +289,14 @@ def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: M
         return seconds
     return max(seconds - wire * min(1.0, model.burst / busiest),
                busiest * model.beta["remote"])
+
+
+def fresh_pages(name: str, nbytes: int, model: Model) -> float:
+    """Seconds a call of ``name`` spends faulting in new memory: MPI's own allreduce, whose
+    scratch buffer of ``nbytes`` is mapped afresh on every call from :data:`ALWAYS_MAPPED` on."""
+    if model.fresh and nbytes >= ALWAYS_MAPPED and mpi_own(name):
+        return model.fresh * nbytes
+    return 0.0
 
 
 @lru_cache(maxsize=4096)
@@ -440,26 +477,30 @@ def _native_shape(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
         components(shape, nbytes, nodes, model, itemsize, events)[:3]))
 
 
-def fit_algorithm(measured: list[tuple[float, float, tuple[float, float, float, float]]]
-                  ) -> tuple[float, float, float]:
-    """(overhead, factor, factor in the cache) that best explain ``measured`` [(seconds, part
-    of the working set in the cache, components), ...] in relative terms (every size counts
-    alike), none negative (a term that would be is dropped and the rest fitted again)."""
+def fit_algorithm(measured: list[tuple[float, float, tuple[float, float, float, float]]],
+                  paged: list[int] | None = None) -> tuple[float, float, float, float]:
+    """(overhead, factor, factor in the cache, seconds per byte of new memory) that best explain
+    ``measured`` [(seconds, part of the working set in the cache, components), ...] in relative
+    terms (every size counts alike), none negative (a term that would be is dropped and the rest
+    fitted again). ``paged``: per point, the bytes of memory the call maps afresh (MPI's own
+    allreduce from :data:`ALWAYS_MAPPED` on); none, the last figure is 0."""
     times = np.array([t for t, _, _ in measured])
     inside = np.array([f for _, f, _ in measured])
     latency, memory, wire, rounds = np.array([c for _, _, c in measured]).T
+    fresh = np.array(paged if paged is not None else [0] * len(measured), float)
     rest = (times - latency - wire) / times
-    terms = np.column_stack([rounds, memory * (1 - inside), memory * inside]) / times[:, None]
-    keep = [i for i in range(3) if terms[:, i].any()]  # a term no size has cannot be fitted
+    terms = np.column_stack([rounds, memory * (1 - inside), memory * inside, fresh]
+                            ) / times[:, None]
+    keep = [i for i in range(4) if terms[:, i].any()]  # a term no size has cannot be fitted
     while True:
         solved = np.linalg.lstsq(terms[:, keep], rest, rcond=None)[0]
         if (solved >= 0).all() or len(keep) == 1:
             break
         keep.pop(int(np.argmin(solved)))
     fitted = dict(zip(keep, np.maximum(solved, 0.0)))
-    overhead, factor, cached = (float(fitted.get(i, 0.0)) for i in range(3))
+    overhead, factor, cached, per_byte = (float(fitted.get(i, 0.0)) for i in range(4))
     if 2 not in keep:  # never in the cache (or no cache known): as beyond it
         cached = factor
     if 1 not in keep:
         factor = cached
-    return overhead, factor, cached
+    return overhead, factor, cached, per_byte

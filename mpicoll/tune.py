@@ -20,7 +20,8 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _env
-from .costmodel import BUILTIN, Model, components, fit_algorithm, mpi_own, predict
+from .costmodel import (ALWAYS_MAPPED, BUILTIN, Model, components, fit_algorithm, fresh_pages,
+                        mpi_own, predict)
 
 __all__ = ["candidates", "measure_links", "measure_gamma", "cache_size", "fit", "save", "load",
            "model_in_force", "TUNING_ENV"]
@@ -105,7 +106,8 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
     and factors that best explain its times (``native``: as mpicoll runs it, or else MPI's
     own column). How much of the ``cache_bytes`` of last-level cache the working set really
     has (other tenants, MPI's own buffers) is fitted too: the share, down to 1/16, that
-    explains the times best."""
+    explains the times best; and from ``native``'s times, what MPI's own allreduce pays for new
+    memory from :data:`~mpicoll.costmodel.ALWAYS_MAPPED` on (``Model.fresh``)."""
     times: dict[str, list[tuple[int, float]]] = {}
     for row in rows:
         name = row["algorithm"].decode()
@@ -119,13 +121,20 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
     ranks = int(rows["ranks"][0])
     best: tuple[float, Model] | None = None
     for share in (1, 2, 4, 8, 16) if cache_bytes else (1,):
-        base = Model(alpha, beta, gamma, {}, source, _fastest_measured(rows), (ranks, len(nodes)),
-                     cache_bytes=cache_bytes // share)
-        fitted = {name: fit_algorithm([(t, base.in_cache(size, on_node),
-                                        components(name, size, nodes, base, itemsize))
-                                       for size, t in points])
-                  for name, points in times.items()}
-        model = dataclasses.replace(base, algorithms=fitted)
+        model = Model(alpha, beta, gamma, {}, source, _fastest_measured(rows),
+                      (ranks, len(nodes)), cache_bytes=cache_bytes // share)
+        fitted: dict[str, tuple[float, float, float]] = {}
+        for name in sorted(times, key=lambda name: name != "native"):  # native's fresh first
+            points = times[name]
+            paged = [size if name == "native" and size >= ALWAYS_MAPPED else 0
+                     for size, _ in points]
+            overhead, factor, cached, fresh = fit_algorithm(
+                [(t - fresh_pages(name, size, model), model.in_cache(size, on_node),
+                  components(name, size, nodes, model, itemsize)) for size, t in points], paged)
+            fitted[name] = (overhead, factor, cached)
+            if name == "native":
+                model = dataclasses.replace(model, fresh=fresh)
+        model = dataclasses.replace(model, algorithms=fitted)
         error = float(np.mean([np.log(predict(name, size, nodes, model, itemsize) / t) ** 2
                                for name, points in times.items() for size, t in points]))
         if best is None or error < best[0]:
@@ -133,7 +142,9 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
     assert best is not None
     model = best[1]
     emit(f"# the working set fits in {model.cache_bytes >> 20} MiB of cache "
-         f"(of {cache_bytes >> 20}); rms error {np.sqrt(best[0]):.0%} in the fit")
+         f"(of {cache_bytes >> 20}); MPI's own pays {model.fresh * (1 << 20) * 1e3:.3f} ms "
+         f"per MiB for new memory from {ALWAYS_MAPPED >> 20} MiB; "
+         f"rms error {np.sqrt(best[0]):.0%} in the fit")
     for name, (overhead, factor, cached) in model.algorithms.items():
         emit(f"# {name:>15}: {overhead * 1e6:6.2f} us per "
              f"{'call' if mpi_own(name) else 'round'}, "
@@ -154,7 +165,7 @@ def save(path: str, model: Model, ranks: int, nodes: int, library: str) -> None:
     with open(path, "w") as f:
         json.dump({"mpicoll_tuning": FORMAT, "ranks": ranks, "nodes": nodes,
                    "mpi_library": library, "alpha": model.alpha, "beta": model.beta,
-                   "gamma": model.gamma, "cache_bytes": model.cache_bytes,
+                   "gamma": model.gamma, "cache_bytes": model.cache_bytes, "fresh": model.fresh,
                    "algorithms": {k: list(v) for k, v in model.algorithms.items()},
                    "fastest_measured": [list(m) for m in model.measured]}, f, indent=1)
 
@@ -195,7 +206,8 @@ def _load(path: str, stamp: int | None) -> Model:
                       f"{data.get('mpi_library')})",
                       tuple((int(size), str(name)) for size, name in data.get("fastest_measured", ())),
                       (int(data["ranks"]), int(data["nodes"])),
-                      cache_bytes=int(data.get("cache_bytes", 0)))
+                      cache_bytes=int(data.get("cache_bytes", 0)),
+                      fresh=float(data.get("fresh", 0.0)))  # (0: a file from before the term)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{TUNING_ENV}={path!r} is not a tuning file: {error}") from None
     return model
