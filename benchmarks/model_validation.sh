@@ -3,13 +3,13 @@
 # sweep, then two separate bench sweeps from 64 KiB are predicted by it (model_validate.py).
 # Layouts: 2, 3, 4 ranks on this machine; 2 hosts x 2 and 4 hosts x 1 of the emulated cluster
 # at 1 Gbit/s (needs root). Also the models carried to layouts they did not measure.
-# Output in docs/results/issue14/. Usage: bash benchmarks/model_validation.sh [local|emulated|refit|check]
+# Output in $OUT (default docs/results/issue14/). Usage: bash benchmarks/model_validation.sh [local|emulated|refit|check]
 # (refit: the tuning files fitted again from the saved tune runs, after the model changed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 MPIEXEC=${MPIEXEC:-$(dirname "$PY")/mpiexec}
-out=docs/results/issue14; mkdir -p "$out"; abs=$(pwd)/$out  # tune writes its file from rank 0, wherever that runs
+out=${OUT:-docs/results/issue14}; mkdir -p "$out"; abs=$(pwd)/$out  # tune writes its file from rank 0, wherever that runs
 TUNE=(-m 8:64M -f 2 -i 10 --no-progress)
 BENCH=(-m 64K:64M -f 2 -i 10 --no-progress)
 # 3 and 4 ranks share 2 cores: let waiting ranks yield (docs/measuring.md)
