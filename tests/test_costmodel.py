@@ -64,9 +64,10 @@ def test_native_is_the_better_of_mpis_usual_two_plus_its_overhead():
 
 
 def test_slow_links_make_hierarchy_pay():
-    """Predicted for a layout nobody measured: 8 nodes of 8 ranks behind slow links, 64 MiB."""
+    """Predicted for a layout nobody measured: 8 nodes of 8 ranks behind slow links, 4 MiB (64
+    MiB says the same, but hybrid's pipeline takes 7 s to simulate there)."""
     nodes = tuple(tuple(range(8 * k, 8 * k + 8)) for k in range(8))
-    assert predict("hybrid", 64 << 20, nodes, MODEL) < predict("ring", 64 << 20, nodes, MODEL)
+    assert predict("hybrid", 4 << 20, nodes, MODEL) < predict("ring", 4 << 20, nodes, MODEL)
     assert predict("rd", 8, nodes, MODEL) < predict("ring", 8, nodes, MODEL)
 
 
