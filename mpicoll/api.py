@@ -114,11 +114,12 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
         if chosen.mpi:
             bound = BoundNative(call.send, call.recv, op_, ctx.comm,
                                 address(call.send) == address(call.recv), ctx.spins)
-        elif plan is not None and plan.lowered is not None and not plan.schedule.node_count:
-            # (a shared-memory plan reruns executions: they queue for the node window)
+        elif plan is not None and plan.lowered is not None:
             tmp = np.empty(plan.schedule.tmp_count, send.dtype)
+            schedule = plan.schedule  # (a node window: made or grown here, collectively)
+            window = ctx.node_window(schedule.node) if schedule.node_count else None
             bound = BoundRounds(plan.lowered, (call.send, call.recv, tmp), ctx.comm,
-                                call.tags[0], op_, plan.schedule)
+                                call.tags[0], op_, schedule, window)
     return PersistentRequest(recv, chosen.name, prepared.spec, path.name, prepared.kind,
                              prepared.number, ctx, bound, lambda: chosen.start(call), call.tags)
 

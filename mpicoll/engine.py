@@ -157,7 +157,54 @@ class Stage(Protocol):
     def where(self) -> str: ...
 
 
-class Execution:
+class _InWindow:
+    """What a run of a plan in the node window does, for :class:`Execution` and
+    :class:`BoundStage` alike: take its turn in the window's queue, and pass a round's barrier
+    (its last request), fenced, the first one's stamps compared."""
+
+    __slots__ = ("_window", "_queued", "_compare", "_pending")
+    _window: NodeWindow | None
+    _queued: bool
+    _compare: bool
+    _pending: list[MPI.Request] | None
+
+    def _mismatch(self, what: str, lead: str = _RECEIVE) -> MismatchError:
+        raise NotImplementedError
+
+    def _my_turn(self) -> bool:
+        window = self._window
+        assert window is not None
+        if not self._queued:
+            window.enqueue(self)
+            self._queued = True
+        return window.turn(self)
+
+    def _barrier_done(self, block: bool) -> bool:
+        """Whether the round's barrier has passed (waited for if ``block``); then it is
+        :meth:`_barrier_passed`."""
+        barrier = self._pending[-1]  # type: ignore[index]
+        try:
+            if block:
+                barrier.Wait()
+            elif not barrier.Test():
+                return False
+        except MPI.Exception as error:
+            raise self._mismatch(str(error)) from None
+        self._barrier_passed()
+        return True
+
+    def _barrier_passed(self) -> None:
+        """The round's barrier completed: see the others' writes, and compare the stamps."""
+        window = self._window
+        assert window is not None
+        window.fence()
+        if self._compare:
+            self._compare = False
+            if not window.stamps_agree():
+                raise self._mismatch(window.stamps(), _STAMPS)
+
+
+class Execution(_InWindow):
     """One run of a schedule on bound buffers.
 
     ``wait()`` runs it to the end; ``test()`` advances it as far as it can without blocking and
@@ -246,14 +293,6 @@ class Execution:
             self._finish(self.schedule.rounds[self._next - 1])
         return True
 
-    def _my_turn(self) -> bool:
-        window = self._window
-        assert window is not None
-        if not self._queued:
-            window.enqueue(self)
-            self._queued = True
-        return window.turn(self)
-
     def _turn(self) -> None:
         """Take the window in a wait that runs alone (nothing else is in flight)."""
         if self._window is not None and self._next == 0 and not self._my_turn():
@@ -336,32 +375,16 @@ class Execution:
     def _run_overlap(self, block: bool) -> bool:
         """Run the overlap steps of the round in flight once its barrier (its last request)
         passed; False if it has not yet and ``block`` is False."""
-        rnd = self.schedule.rounds[self._next - 1]
-        barrier = self._pending[-1]  # type: ignore[index]
-        try:
-            if block:
-                barrier.Wait()
-            elif not barrier.Test():
-                return False
-        except MPI.Exception as error:
-            raise self._mismatch(str(error)) from None
-        self._barrier_passed()
+        if not self._barrier_done(block):
+            return False
         self._overlap = False
+        rnd = self.schedule.rounds[self._next - 1]
         if self._link is None:
             run_local(rnd.overlap, self._bufs, self._op, self._codec)
         else:
             with self._link.stream:
                 run_local(rnd.overlap, self._bufs, self._op, self._codec)
         return True
-
-    def _barrier_passed(self) -> None:
-        """The round's barrier completed: see the others' writes, and compare the stamps."""
-        window = self._bufs.window
-        window.fence()  # type: ignore[union-attr]
-        if self._compare:
-            self._compare = False
-            if not window.stamps_agree():  # type: ignore[union-attr]
-                raise self._mismatch(window.stamps(), _STAMPS)  # type: ignore[union-attr]
 
     def _agreed(self, verdict: Callable[[], None]) -> None:
         """Have the check's ``verdict``; on a MismatchError this execution stops here (and
@@ -492,21 +515,35 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
 
 
 
-class BoundStage:
-    """Lowered rounds without a node window, bound to the call's arrays, run as a request's
-    stage (:class:`Stage`) round by round: what :class:`Execution` does for a plain plan on host
+class BoundStage(_InWindow):
+    """Lowered rounds bound to the call's arrays (:func:`bind`), run as a request's stage
+    (:class:`Stage`) round by round: what :class:`Execution` does for a plain plan on host
     arrays, without its per-round objects. How a round's messages are posted is the
     subclass's: fresh ones (:class:`BoundExecution`) or persistent requests
-    (``mpicoll.persistent.BoundRounds``)."""
+    (``mpicoll.persistent.BoundRounds``).
 
-    __slots__ = ("_steps", "_op", "_schedule", "_tag", "_next", "_pending", "progressed")
+    A plan in the node window (``window``) takes its turn in the window's queue before its
+    first round, as an :class:`Execution` does; a round with a barrier passes it (the first
+    one stamped with the tag and compared), and a round's overlap steps run once its barrier
+    has passed, while its messages are in flight."""
 
-    def __init__(self, steps: list, tag: int, op: Op, schedule: Schedule):
-        self._steps = steps  # per round, from bind_steps
+    __slots__ = ("_rounds", "_op", "_schedule", "_tag", "_next", "progressed", "_stamp",
+                 "_overlap")
+
+    def __init__(self, rounds: tuple, tag: int, op: Op, schedule: Schedule,
+                 window: NodeWindow | None = None):
+        self._take(rounds)
         self._op, self._schedule, self._tag = op, schedule, tag
+        self._window = window
         self._next = 0
         self._pending: list[MPI.Request] | None = None
         self.progressed = time.monotonic()
+        self._queued = self._compare = self._overlap = False
+        self._stamp: int | None = tag
+
+    def _take(self, rounds: tuple) -> None:
+        """Run ``rounds`` (from :func:`bind`): their steps and barriers are this class's."""
+        self._rounds = [(overlap, steps, barrier) for _, _, _, overlap, steps, barrier in rounds]
 
     def _post(self, index: int) -> list[MPI.Request]:
         """Post round ``index``'s messages."""
@@ -514,7 +551,7 @@ class BoundStage:
 
     @property
     def done(self) -> bool:
-        return self._next == len(self._steps) and self._pending is None
+        return self._next == len(self._rounds) and self._pending is None
 
     def pending(self) -> list[MPI.Request]:
         return list(self._pending or ())
@@ -529,40 +566,78 @@ class BoundStage:
         return _where(self._schedule, index, self._tag)
 
     def test(self) -> bool:
+        if self._window is not None and self._next == 0 and self._pending is None \
+                and not self._my_turn():
+            return False  # an earlier collective still uses the node window
         while not self.done:
             if self._pending is None:
                 self._start()
+            if self._overlap and not self._run_overlap(block=False):
+                return False
             if self._pending:
                 try:
                     if not MPI.Request.Testall(self._pending):
                         return False
                 except MPI.Exception as error:
-                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
+                    raise self._mismatch(str(error)) from None
             self._finish()
         return True
 
     def wait(self) -> None:
+        if self._window is not None and self._next == 0 and self._pending is None \
+                and not self._my_turn():
+            raise RuntimeError("mpicoll: a collective on the node window waited alone while an "
+                               "earlier one still held the window")
         while not self.done:
             if self._pending is None:
                 self._start()
+            if self._overlap:
+                self._run_overlap(block=True)
             if self._pending:
                 try:
                     MPI.Request.Waitall(self._pending)
                 except MPI.Exception as error:
-                    raise mismatch(self._schedule, self._next - 1, self._tag, str(error)) from None
+                    raise self._mismatch(str(error)) from None
             self._finish()
 
     def _start(self) -> None:
-        self._pending = self._post(self._next)
-        self._next += 1
+        index = self._next
+        requests = self._post(index)
+        overlap, _, barrier = self._rounds[index]
+        if barrier is not None:
+            requests = requests + [barrier.ibarrier(self._stamp)]
+            self._compare, self._stamp = self._stamp is not None, None
+            self._overlap = bool(overlap)
+        self._pending = requests
+        self._next = index + 1
+
+    def _run_overlap(self, block: bool) -> bool:
+        """Run the overlap steps of the round in flight once its barrier (its last request)
+        passed; False if it has not yet and ``block`` is False."""
+        if not self._barrier_done(block):
+            return False
+        self._overlap = False
+        run_bound_steps(self._rounds[self._next - 1][0], self._op)
+        return True
+
+    def _mismatch(self, what: str, lead: str = _RECEIVE) -> MismatchError:
+        """The error that stops this run (which leaves the window to the next collective)."""
+        index = self._next - 1 if self._pending is not None else self._next
+        if self._window is not None:
+            self._window.leave(self)
+        return mismatch(self._schedule, max(index, 0), self._tag, what, lead)
 
     def _finish(self) -> None:
         self._pending = None
         self.progressed = time.monotonic()
-        steps = self._steps[self._next - 1]
+        overlap, steps, barrier = self._rounds[self._next - 1]
+        if barrier is not None and not overlap:  # (with overlap steps it passed before them)
+            self._barrier_passed()
         if steps:
             run_bound_steps(steps, self._op)
         if self.done:
+            if self._window is not None:
+                self._window.leave(self)
             self._finished()
 
     def _finished(self) -> None:
@@ -570,15 +645,15 @@ class BoundStage:
 
 
 class BoundExecution(BoundStage):
-    """One run of rounds from :func:`bind` (no node window) on fresh ``Irecv``/``Isend``
-    requests, on its own scratch, given back to ``plan`` at the end: the nonblocking fast
-    path's stage (``mpicoll.fastpath.Starter``)."""
+    """One run of rounds from :func:`bind` on fresh ``Irecv``/``Isend`` requests, on its own
+    scratch, given back to ``plan`` at the end: the nonblocking fast path's stage
+    (``mpicoll.fastpath.Starter``)."""
 
     __slots__ = ("_messages", "_comm", "_plan", "_scratch")
 
     def __init__(self, rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedule,
-                 plan: Any, scratch: tuple):
-        super().__init__([steps for _, _, _, _, steps, _ in rounds], tag, op, schedule)
+                 plan: Any, scratch: tuple, window: NodeWindow | None = None):
+        super().__init__(rounds, tag, op, schedule, window)
         self._messages = [(receives, sends) for _, receives, sends, _, _, _ in rounds]
         self._comm, self._plan, self._scratch = comm, plan, scratch
 

@@ -277,11 +277,12 @@ class Starter(_Kind):
     started. What the full path decided for it (the arguments valid, the algorithm, the kind
     verified by every rank, the plan's options) holds for a call like it, so a start only
     numbers and tags the collective as the full path does, and runs the same plan: a plain one
-    without a node window lowered and bound to the arrays (:class:`~mpicoll.engine.
-    BoundExecution`), any other by the algorithm's own stages. The same messages either way,
-    in the same progress engine."""
+    lowered and bound to the arrays (:class:`~mpicoll.engine.BoundExecution`; in the node
+    window it queues for the window as the full path's executions do), any other by the
+    algorithm's own stages. The same messages either way, in the same progress engine."""
 
-    __slots__ = ("algorithm", "kind", "kind_bits", "options", "path", "plan")
+    __slots__ = ("algorithm", "kind", "kind_bits", "options", "path", "plan", "window",
+                 "bound", "bound_for")
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context, op: Op,
                  algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
@@ -289,8 +290,13 @@ class Starter(_Kind):
         super().__init__(args, send, in_place, ctx, op)
         self.algorithm, self.kind, self.kind_bits = algorithm, kind, kind_bits
         self.options, self.path = options, path
-        self.plan = plan if plan is not None and plan.lowered is not None \
-            and not plan.schedule.node_count else None  # (a window's executions queue for it)
+        self.plan = plan if plan is not None and plan.lowered is not None else None
+        self.window = None if self.plan is None or not self.plan.schedule.node_count \
+            else ctx.node_window(self.plan.schedule.node)  # the window the full path just bound
+        # The rounds of the last start, and what they were bound to (send, result, scratch,
+        # window memory): a loop's next start on the same arrays takes them as they are.
+        self.bound: tuple = ()
+        self.bound_for: tuple = ()
 
     @staticmethod
     def make(args: tuple, send: Any, recv: Any, ctx: Context, op: Op, algorithm: Algorithm,
@@ -321,14 +327,23 @@ class Starter(_Kind):
         tags = ctx.next_tags(chosen.tags, self.kind_bits)
         request = Request(recv, chosen.name, "", self.path.name, None, self.kind, number, ctx)
         ctx.hold(tags, request)
-        send, out = sendbuf.reshape(-1), recv.reshape(-1)
         if plan is None:
-            request.run(chosen.start(Call(ctx, send, out, self.op, self.options, None, None,
-                                          None, self.path, tags)))
+            request.run(chosen.start(Call(ctx, sendbuf.reshape(-1), recv.reshape(-1), self.op,
+                                          self.options, None, None, None, self.path, tags)))
         else:
-            scratch = plan.take_scratch(self.dtype)
-            rounds = bind(plan.lowered or (), (send, out, scratch[0], None))  # (lowered: made so)
+            scratch, window = plan.take_scratch(self.dtype), self.window
+            memory = None if window is None else window.memory  # (grown since: bound anew)
+            last = self.bound_for
+            if last and sendbuf is last[0] and recv is last[1] and scratch is last[2] \
+                    and memory is last[3]:  # (no other run has this scratch: it is free)
+                rounds = self.bound
+            else:
+                node = None if window is None else \
+                    window.view(self.dtype, plan.schedule.node_count)
+                rounds = bind(plan.lowered or (), (sendbuf.reshape(-1), recv.reshape(-1),
+                                                   scratch[0], node), window)
+                self.bound, self.bound_for = rounds, (sendbuf, recv, scratch, memory)
             request.run(iter((BoundExecution(rounds, ctx.comm, tags[0], self.op, plan.schedule,
-                                             plan, scratch),)))
+                                             plan, scratch, window),)))
         inflight.add(request)  # and post its first round now
         return request

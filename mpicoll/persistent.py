@@ -17,42 +17,67 @@ messages between two ranks on one tag in the order they were sent.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
 
 from . import inflight
 from ._mpi import complete
-from .engine import BoundStage, bind_steps
+from .engine import BoundStage, bind
 from .ops import Op
 from .request import Request
 from .schedule import Schedule
+
+if TYPE_CHECKING:
+    from .node_window import NodeWindow
 
 __all__ = ["PersistentRequest", "BoundRounds", "BoundNative"]
 
 
 class BoundRounds(BoundStage):
     """A lowered plan bound to MPI persistent requests: a stage of a request, rerun by
-    :meth:`restart`."""
+    :meth:`restart`. A plan in the node window is bound to the window's memory; a start after
+    the window grew binds it again to the new one, as every rank does at the same start."""
 
-    __slots__ = ("_requests",)
+    __slots__ = ("_requests", "_lowered", "_arrays", "_comm", "_memory")
 
     def __init__(self, rounds: tuple, arrays: tuple, comm: MPI.Comm, tag: int, op: Op,
-                 schedule: Schedule):
-        byte = MPI.BYTE
-        super().__init__([bind_steps(steps, arrays) for _, _, _, steps, _ in rounds], tag, op,
-                         schedule)
-        self._requests: list[list[Any]] = [
-            [comm.Recv_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in receives]
-            + [comm.Send_init([arrays[b][lo:hi], byte], peer, tag) for b, lo, hi, peer in sends]
-            for receives, sends, _, _, _ in rounds]  # no node window: no barriers, no overlap
+                 schedule: Schedule, window: NodeWindow | None = None):
+        super().__init__((), tag, op, schedule, window)
+        self._lowered, self._arrays, self._comm = rounds, arrays, comm
+        self._requests: list[list[Any]] = []
+        self._bind()
+
+    def _bind(self) -> None:
+        """Bind the plan to the arrays and the window's memory as it is now, on persistent
+        requests (not started)."""
+        window = self._window
+        self._memory = None if window is None else window.memory
+        node = None if window is None else \
+            window.view(self._arrays[0].dtype, self._schedule.node_count)
+        rounds = bind(self._lowered, (*self._arrays, node), window)
+        self._take(rounds)
+        comm, tag = self._comm, self._tag
+        self._requests = [[comm.Recv_init(spec, peer, tag) for spec, peer in receives]
+                          + [comm.Send_init(spec, peer, tag) for spec, peer in sends]
+                          for _, receives, sends, _, _, _ in rounds]
         self._next = len(rounds)  # not started
 
+    @property
+    def posted(self) -> bool:
+        """Whether the round in flight was posted (a start in the window waits for its turn)."""
+        return self._pending is not None
+
     def restart(self) -> BoundRounds:
-        """Post the first round again."""
+        """Start again: post the first round (in the node window: at its turn)."""
+        window = self._window
+        if window is not None and window.memory is not self._memory:  # the window grew
+            self.free()
+            self._bind()
         self._next, self._pending = 0, None
-        if self._requests:
+        self._queued, self._stamp = False, self._tag
+        if self._rounds and window is None:
             self._start()
         return self
 
@@ -155,9 +180,12 @@ class PersistentRequest(Request):
         if self._bound is None:
             self.run(self._restart())
             inflight.add(self)
-        else:  # its first round posted already: into the engine as it is (add would test it)
+        else:
             self._stages, self._current = _NOTHING_AFTER, self._bound.restart()
-            inflight.add_posted(self)
+            if isinstance(self._bound, BoundRounds) and not self._bound.posted:
+                inflight.add(self)  # its turn in the node window: the engine's first test
+            else:  # its first round posted already: into the engine as it is (add would test)
+                inflight.add_posted(self)
 
     def wait(self) -> Any:
         """As :meth:`Request.wait`; a bound request alone in flight runs its rounds right here."""

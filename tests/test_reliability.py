@@ -98,12 +98,14 @@ def test_a_mismatch_after_agreed_calls_is_caught_with_check_on_every_call(case):
 
 
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
-@pytest.mark.parametrize("case", ["count-shm", "dtype-shm", "count-shm --nonblocking"])
+@pytest.mark.parametrize("case", ["count-shm", "dtype-shm", "count-shm --nonblocking",
+                                  "count-shm --nonblocking --starters"])
 def test_shared_memory_calls_of_verified_kinds_that_differ_raise(case, nprocs):
     """Both calls were agreed earlier, so neither is checked again; in shared memory no message
     tag keeps them apart, and each rank read the others' inputs at its own offsets: wrong bits,
     and no rank raised. The stamps of the first barrier now
-    differ: every rank raises, on the fast path and in the engine (nonblocking)."""
+    differ: every rank raises, on the fast path, in the engine (nonblocking) and on the
+    nonblocking starters' bound rounds."""
     code, out = launch(nprocs, str(PROGRAMS / "mismatch.py"), *case.split(), "--verified",
                        timeout=30)
     assert code == 0, out

@@ -13,7 +13,7 @@ import pytest
 from helpers import WORLD, assert_agreed, assert_everywhere, data, native
 
 import mpicoll
-from mpicoll import context
+from mpicoll import context, fastpath
 from mpicoll.algorithm import shm
 from mpicoll.topology import node_groups
 
@@ -59,6 +59,32 @@ def test_window_grows_under_a_shortcut():
         outs.append(mpicoll.allreduce(x, algorithm="shm"))
     for out in outs:
         exact(WORLD, out, refs[out.size != small.size], f"{out.size} elements")
+
+
+@ON_ONE_NODE
+def test_window_grows_under_starters_and_persistent_requests():
+    """Repeated nonblocking calls and a persistent request run bound rounds in the window; a
+    larger call grows it between their starts: they must bind the new window, as every rank
+    does at the same start, and still agree with MPI."""
+    small = data(WORLD, 1000, "i8", "sum")
+    large = data(WORLD, 2 * shm.CHUNK_BYTES, "i4", "sum")  # 8 MiB of int32: grows the window
+    ref_small, ref_large = native(WORLD, small, "sum"), native(WORLD, large, "sum")
+    out = np.empty_like(small)
+    ok = True
+    with mpicoll.allreduce_init(small, out, algorithm="shm") as persistent:
+        for step in range(3):
+            requests = [mpicoll.iallreduce(small, algorithm="shm") for _ in range(2)]
+            persistent.start()
+            ok &= all(np.array_equal(r.wait(), ref_small) for r in requests)
+            persistent.wait()
+            ok &= np.array_equal(out, ref_small)
+            if step == 1:  # the window grows (a new one replaces it) between two starts
+                ok &= np.array_equal(mpicoll.allreduce(large, algorithm="shm"), ref_large)
+        bound = type(persistent._bound).__name__
+    starter = fastpath.starters[0]  # the last kind started: binds the window's plan
+    binds = starter.plan is not None and starter.window is not None
+    assert_everywhere(WORLD, ok and (WORLD.Get_size() == 1 or (bound == "BoundRounds" and binds)),
+                      f"wrong result, or not bound ({bound}, starter binds: {binds})")
 
 
 @pytest.mark.parametrize("order", ["started", "reversed"])

@@ -7,7 +7,8 @@ mismatched call comes after an agreed one of the same kind on every rank, so onl
 MPICOLL_CHECK=1 catches it; with ``--verified`` every rank first makes both calls, agreed, so
 neither is checked again (in shared memory, where no tag keeps them apart, the stamps of the
 first barrier catch it; ``--nonblocking``: through ``iallreduce``, the engine's path, instead of
-the fast path); ``--blind-tags`` skips every check and keeps the fingerprint out of the tags (as
+the fast path; ``--starters``: the agreed calls nonblocking too, so that the mismatched one
+takes its kind's starter); ``--blind-tags`` skips every check and keeps the fingerprint out of the tags (as
 a hash collision would), so mismatched messages meet.
 """
 
@@ -60,8 +61,11 @@ if "--after" in sys.argv:  # the agreed kind first, so the mismatched call is no
                       codec=args["codec"])
 if "--verified" in sys.argv:  # both calls, agreed on every rank: neither is checked again
     for agreed, _ in (call_of(False), call_of(True)):
-        mpicoll.allreduce(np.ones(agreed["count"], agreed["dtype"]),
-                          algorithm=agreed["algorithm"], codec=agreed["codec"])
+        x = np.ones(agreed["count"], agreed["dtype"])
+        if "--starters" in sys.argv:  # nonblocking: each kind gets its starter
+            mpicoll.iallreduce(x, algorithm=agreed["algorithm"], codec=agreed["codec"]).wait()
+        else:
+            mpicoll.allreduce(x, algorithm=agreed["algorithm"], codec=agreed["codec"])
 blocking = blocking and "--nonblocking" not in sys.argv
 x = np.full(mine["count"], rank + 1, mine["dtype"])
 try:
