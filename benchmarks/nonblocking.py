@@ -1,6 +1,6 @@
 """Nonblocking allreduce (``iallreduce`` + ``wait``) beside MPI's own ``MPI_Iallreduce`` +
-``MPI_Wait``, measured as ``mpicoll bench`` measures (interleaved, rotating, slowest rank,
-medians of per-repetition ratios).
+``MPI_Wait``, measured as ``mpicoll bench`` measures (interleaved, in a new order each
+repetition, slowest rank, medians of per-repetition ratios).
 
     mpiexec -n 2 python benchmarks/nonblocking.py [-m 8:1M -f 8] [-a auto,native,rd] [-i 41]
 

@@ -1,6 +1,6 @@
 """Persistent allreduce (``allreduce_init``: start + wait) beside the blocking call and native
-``MPI_Allreduce``, measured as ``mpicoll bench`` measures (interleaved, rotating, slowest rank,
-medians of per-repetition ratios to native).
+``MPI_Allreduce``, measured as ``mpicoll bench`` measures (interleaved, in a new order each
+repetition, slowest rank, medians of per-repetition ratios to native).
 
     mpiexec -n 2 python benchmarks/persistent.py [-m 8:4K] [-a rd,tree,native,auto] [-i 41]
 

@@ -1,7 +1,7 @@
 """How a waiting call should wait: ``MPI_Allreduce`` against ``MPI_Iallreduce`` completed by
 ``Wait`` or by ``Test`` in a loop, and mpicoll's ``native`` and ``rd`` with a given number of
 ``Test`` spins before ``Wait`` (``mpicoll._mpi``). Measured as ``mpicoll bench`` measures
-(interleaved, rotating, slowest rank), medians of ratios to ``MPI_Allreduce``.
+(interleaved, in a new order each repetition, slowest rank), medians of ratios to ``MPI_Allreduce``.
 
     mpiexec -n 2 python benchmarks/waiting.py                       # one rank per core
     MPIR_CVAR_POLLS_BEFORE_YIELD=1 MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 \\

@@ -179,6 +179,8 @@ class Context:
         fingerprint) above the sequence: every rank starts collectives in the same order, so all
         take the same, and a message of another kind of collective cannot match. The request
         that runs on them :meth:`hold` s them before it posts anything."""
+        if count == 0:  # (MPI's own collectives: no messages of mpicoll's)
+            return ()
         high = self.tag_base(kind_bits)
         if count == 1:
             return (high + next(self._tags) % self._sequence_mod,)

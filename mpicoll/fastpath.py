@@ -32,6 +32,7 @@ from mpi4py.MPI import IN_PLACE, Datatype
 
 from . import check, inflight, timing, watchdog
 from .algorithm import Algorithm, Call, Options
+from .algorithm.native import NativeExecution
 from .context import CachedPlan, Context
 from .engine import BoundExecution, bind, run_bound
 from .ops import Op
@@ -113,12 +114,24 @@ class _Kind:
     against them (what the full path's checks would accept alike)."""
 
     __slots__ = ("comm", "op_arg", "algorithm_arg", "dtype", "shape", "strides", "in_place",
-                 "ctx", "op")
+                 "ctx", "op", "mpi_type")
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context, op: Op):
         self.op_arg, self.algorithm_arg, self.comm = args
         self.dtype, self.shape, self.strides = send.dtype, send.shape, send.strides
         self.in_place, self.ctx, self.op = in_place, ctx, op
+        try:  # (else mpi4py finds it from the buffer at each call)
+            self.mpi_type: Datatype | None = Datatype.fromcode(send.dtype.char) \
+                if send.dtype.isnative else None
+        except (KeyError, ValueError):
+            self.mpi_type = None
+
+    def _specs(self, sendbuf: np.ndarray, recv: np.ndarray) -> tuple:
+        """MPI's buffer arguments for these arrays (MPI's own allreduce), kept while they are
+        the call's: mpi4py reads a buffer given with its datatype faster than a bare array."""
+        def spec(array: np.ndarray) -> Any:
+            return array if self.mpi_type is None else [array, self.mpi_type]
+        return IN_PLACE if sendbuf is recv or self.op.average else spec(sendbuf), spec(recv)
 
     def _result_for(self, sendbuf: Any, recvbuf: Any) -> np.ndarray | None:
         """The array a call with these arrays writes its result into (allocated if
@@ -145,7 +158,7 @@ class Shortcut(_Kind):
     """Runs a blocking allreduce of one kind; made by the full path after such a call ran."""
 
     __slots__ = ("flat", "tag_high", "schedule", "rounds", "tmp", "native", "blocks",
-                 "name", "post", "mpi_op", "mpi_type", "average", "last_send", "last_recv", "bound",
+                 "name", "post", "mpi_op", "average", "last_send", "last_recv", "bound",
                  "bound_recv", "window", "node", "memory")
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context,
@@ -157,11 +170,6 @@ class Shortcut(_Kind):
         self.blocks = algorithm.blocks  # MPI's blocking Allreduce (nothing else is in flight)
         self.post: Any = ctx.comm.Allreduce if self.blocks else ctx.comm.Iallreduce
         self.mpi_op, self.average = op.mpi, op.average
-        try:  # (else mpi4py finds it from the buffer at each call)
-            self.mpi_type: Datatype | None = Datatype.fromcode(send.dtype.char) \
-                if send.dtype.isnative else None
-        except (KeyError, ValueError):
-            self.mpi_type = None
         self.name = algorithm.name  # what runs
         self.schedule = schedule
         self.rounds = rounds
@@ -193,13 +201,6 @@ class Shortcut(_Kind):
             return None
         return Shortcut(args, send, recv is send, ctx, kind_bits, op, algorithm, plan.schedule,
                         rounds)
-
-    def _specs(self, sendbuf: np.ndarray, recv: np.ndarray) -> tuple:
-        """MPI's buffer arguments for these arrays, kept while they are the call's: mpi4py
-        reads a buffer given with its datatype faster than a bare array."""
-        def spec(array: np.ndarray) -> Any:
-            return array if self.mpi_type is None else [array, self.mpi_type]
-        return IN_PLACE if sendbuf is recv or self.average else spec(sendbuf), spec(recv)
 
     def run(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
         """The result of ``allreduce(sendbuf, recvbuf, op=op, algorithm=algorithm,
@@ -282,7 +283,7 @@ class Starter(_Kind):
     algorithm's own stages. The same messages either way, in the same progress engine."""
 
     __slots__ = ("algorithm", "kind", "kind_bits", "options", "path", "plan", "window",
-                 "bound", "bound_for")
+                 "bound", "bound_for", "posts")
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context, op: Op,
                  algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
@@ -297,6 +298,9 @@ class Starter(_Kind):
         # window memory): a loop's next start on the same arrays takes them as they are.
         self.bound: tuple = ()
         self.bound_for: tuple = ()
+        # MPI's own nonblocking allreduce (``native``), posted here with the buffer arguments
+        # kept for the same arrays (``bound``, for ``bound_for``), as NativeExecution posts it.
+        self.posts = ctx.comm.Iallreduce if algorithm.mpi and not algorithm.blocks else None
 
     @staticmethod
     def make(args: tuple, send: Any, recv: Any, ctx: Context, op: Op, algorithm: Algorithm,
@@ -327,7 +331,16 @@ class Starter(_Kind):
         tags = ctx.next_tags(chosen.tags, self.kind_bits)
         request = Request(recv, chosen.name, "", self.path.name, None, self.kind, number, ctx)
         ctx.hold(tags, request)
-        if plan is None:
+        if self.posts is not None:
+            if not self.bound_for or sendbuf is not self.bound_for[0] \
+                    or recv is not self.bound_for[1]:
+                self.bound, self.bound_for = self._specs(sendbuf, recv), (sendbuf, recv)
+            if self.op.average:  # divided into the result first, summed there in place
+                np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
+            send_spec, recv_spec = self.bound
+            posted = self.posts(send_spec, recv_spec, self.op.mpi)
+            request.run(iter((NativeExecution.posted(posted, ctx.spins),)))
+        elif plan is None:
             request.run(chosen.start(Call(ctx, sendbuf.reshape(-1), recv.reshape(-1), self.op,
                                           self.options, None, None, None, self.path, tags)))
         else:

@@ -62,6 +62,14 @@ class NativeExecution:
         self._spins = call.ctx.spins
         self.progressed = time.monotonic()
 
+    @classmethod
+    def posted(cls, request: MPI.Request, spins: range) -> NativeExecution:
+        """One posted already, with nothing to record (``mpicoll.fastpath.Starter``'s)."""
+        execution = cls.__new__(cls)
+        execution._call, execution._request, execution._record = None, request, None
+        execution._spins, execution.progressed = spins, time.monotonic()
+        return execution
+
     @property
     def done(self) -> bool:
         return self._call is None and self._request is None
