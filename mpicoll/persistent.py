@@ -5,8 +5,10 @@ Init is collective, as ``MPI_Allreduce_init``: every rank calls it in the same o
 once what every call would do — check the arguments and the fingerprint, resolve the algorithm,
 take the tags — and binds the plan to the caller's buffers: a plain schedule on host arrays
 becomes MPI persistent requests (``Send_init``/``Recv_init``, one per transfer, started round
-by round with ``Prequest.Startall``), ``native`` becomes ``MPI_Allreduce_init``. Anything else
-(a codec, device arrays) starts its executions afresh on the same buffers and tags.
+by round with ``Prequest.Startall``; a plan in the node window also bound to the window's
+memory, its barriers posted afresh at each start, which waits its turn in the window's queue),
+``native`` becomes ``MPI_Allreduce_init``. Anything else (a codec, device arrays) starts its
+executions afresh on the same buffers and tags.
 
 Starts must come in the same order on every rank, and a request is started again only after
 it completed, as MPI requires of its persistent collectives. That is also why reusing the tags
