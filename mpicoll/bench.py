@@ -225,7 +225,7 @@ def measure(comm: MPI.Intracomm, calls: dict[Method, Callable[[], object]], sett
     samples = np.zeros((len(names), settings.iters))
     # A new order every repetition, the same on every rank (seeded): no method always runs
     # first, nor always after the same other one, whose cache footprint it would inherit (a
-    # rotation keeps the neighbours: "auto", always after MPI's own call, read 3-9% slower
+    # rotation keeps the neighbours: "auto", always after MPI's own call, read up to 9% slower
     # than "shm", the same plan: docs/results.md, "The order of the methods").
     order = np.random.default_rng(len(names) * settings.iters)
     for rep in range(settings.iters):

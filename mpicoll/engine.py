@@ -167,17 +167,26 @@ class _InWindow:
     _queued: bool
     _compare: bool
     _pending: list[MPI.Request] | None
+    _next: int  # the next round to start
 
     def _mismatch(self, what: str, lead: str = _RECEIVE) -> MismatchError:
         raise NotImplementedError
 
-    def _my_turn(self) -> bool:
+    def _not_its_turn(self) -> bool:
+        """Whether an earlier collective still uses the node window (queued for it if so)."""
         window = self._window
-        assert window is not None
+        if window is None or self._next:
+            return False
         if not self._queued:
             window.enqueue(self)
             self._queued = True
-        return window.turn(self)
+        return not window.turn(self)
+
+    def _turn(self) -> None:
+        """Take the window in a wait that runs alone (nothing else is in flight)."""
+        if self._not_its_turn():
+            raise RuntimeError("mpicoll: a collective on the node window waited alone while an "
+                               "earlier one still held the window")
 
     def _barrier_done(self, block: bool) -> bool:
         """Whether the round's barrier has passed (waited for if ``block``); then it is
@@ -269,8 +278,8 @@ class Execution(_InWindow):
 
     def test(self) -> bool:
         """Advance without blocking; return True once every round has finished."""
-        if self._window is not None and self._next == 0 and not self._my_turn():
-            return False  # an earlier collective still uses the node window
+        if self._not_its_turn():
+            return False
         while not self.done:
             if self._pending is None:
                 self._start(self.schedule.rounds[self._next])
@@ -292,12 +301,6 @@ class Execution(_InWindow):
                     raise self._mismatch(str(error)) from None
             self._finish(self.schedule.rounds[self._next - 1])
         return True
-
-    def _turn(self) -> None:
-        """Take the window in a wait that runs alone (nothing else is in flight)."""
-        if self._window is not None and self._next == 0 and not self._my_turn():
-            raise RuntimeError("mpicoll: a collective on the node window waited alone while an "
-                               "earlier one still held the window")
 
     def wait(self) -> None:
         """Run every remaining round to completion."""
@@ -566,9 +569,8 @@ class BoundStage(_InWindow):
         return _where(self._schedule, index, self._tag)
 
     def test(self) -> bool:
-        if self._window is not None and self._next == 0 and self._pending is None \
-                and not self._my_turn():
-            return False  # an earlier collective still uses the node window
+        if self._not_its_turn():
+            return False
         while not self.done:
             if self._pending is None:
                 self._start()
@@ -584,10 +586,7 @@ class BoundStage(_InWindow):
         return True
 
     def wait(self) -> None:
-        if self._window is not None and self._next == 0 and self._pending is None \
-                and not self._my_turn():
-            raise RuntimeError("mpicoll: a collective on the node window waited alone while an "
-                               "earlier one still held the window")
+        self._turn()
         while not self.done:
             if self._pending is None:
                 self._start()
