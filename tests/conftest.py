@@ -34,13 +34,16 @@ AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": 
 
 # Oversubscribed MPICH ranks busy-poll each other off the 2 cores; yielding keeps them moving
 # (the settings mpi4py's own CI uses); Open MPI needs its own yield and oversubscription
-# settings. A hung job is killed by the launcher (both honour MPIEXEC_TIMEOUT), and again by
-# subprocess.
+# settings. Open MPI's libfabric transport (btl/ofi), which only a job across hosts could use,
+# spends 1 s of every MPI_Init probing libfabric's providers (a 2-rank job: 1.2 s, 0.2 s
+# without it; the emulated cluster names its transports itself). A hung job is killed by the
+# launcher (both honour MPIEXEC_TIMEOUT), and again by subprocess.
 LAUNCH_ENV = {
     "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
     "HYDRA_LAUNCHER": "fork",
     "OMPI_MCA_mpi_yield_when_idle": "1",
+    "OMPI_MCA_btl": "^ofi",
     "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
     **AS_ROOT_ENV,
 }

@@ -21,6 +21,8 @@ import pytest
 from mpicoll.algorithm import Layout, build_schedule, get
 from mpicoll.topology import blocks
 
+pytestmark = pytest.mark.mpi_free  # no MPI job: run under one MPI only (setup.cfg)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -21,6 +21,8 @@ import mpicoll.codecs as codecs
 from mpicoll.codecs import CodecError, ErrorFeedback, UnknownCodecError, registry, sparse
 from mpicoll.codecs.fp16 import FP16
 
+pytestmark = pytest.mark.mpi_free  # no MPI job: run under one MPI only (setup.cfg)
+
 NAMES = codecs.available()
 SHAPES = ((0,), (1,), (7,), (1000,), (3, 5, 7), (), (2, 0, 3), (1, 1, 1, 1, 1, 1, 1, 2))
 GOLDEN = Path(__file__).parent / "data" / "codecs"

@@ -19,6 +19,8 @@ from hypothesis.extra import numpy as hnp
 import mpicoll.codecs as codecs
 from mpicoll.codecs import CodecError
 
+pytestmark = pytest.mark.mpi_free  # no MPI job: run under one MPI only (setup.cfg)
+
 NAMES = codecs.available()
 HYPOTHESIS_EXAMPLES = 600
 SEEDED_MUTATIONS = 6000

@@ -74,6 +74,7 @@ def test_registered_and_listed(extended):
     assert "'reverse-ring'" in out
 
 
+@pytest.mark.mpi_free
 def test_simulator_tests_pick_it_up(extended):
     out = run(extended, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_schedules.py",
               "-k", "reverse-ring", "-rA")

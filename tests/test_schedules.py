@@ -18,6 +18,8 @@ from mpicoll.algorithm import Layout, Options, build_schedule, get, hybrid, name
 from mpicoll.schedule import Builder, Copy, Reduce, Region, Send, split
 from mpicoll.simulate import ScheduleError, simulate
 
+pytestmark = pytest.mark.mpi_free  # no MPI job: run under one MPI only (setup.cfg)
+
 SUM = ops.resolve("sum")
 
 

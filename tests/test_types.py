@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.mpi_free  # no MPI job: run under one MPI only (setup.cfg)
+
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 600  # seconds; a run without a cache takes well under a minute
 
