@@ -1,12 +1,14 @@
 """How much a little Python before each call costs a small allreduce (run under mpiexec).
 
-    mpiexec -n 4 python benchmarks/dispatch_cost.py [--bytes 4096] [--reps 31]
+    mpiexec -n 4 python benchmarks/dispatch_cost.py [--bytes 4096] [--reps 31] [--parts]
 
 Ranks that share cores multiply whatever a call does before it reaches MPI: this times
 ``MPI_Allreduce`` alone, after 0.5 and 2 µs of Python spun on every rank, and
 ``mpicoll.allreduce(..., algorithm="native-blocking")`` (the same MPI call behind mpicoll's
 dispatch), interleaved and rotating, slowest rank per sample; medians, and medians of
-per-repetition ratios to ``MPI_Allreduce`` alone.
+per-repetition ratios to ``MPI_Allreduce`` alone. With ``--parts``, also what mpicoll's call is
+made of: MPI's call as the fast path posts it (on mpicoll's duplicate of the communicator, with
+the buffer arguments it keeps), and behind a bare Python function of ``allreduce``'s signature.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import context
 from mpicoll.bench import library
 
 
@@ -27,11 +30,17 @@ def spin(seconds: float) -> None:
         pass
 
 
+def wrapper(sendbuf, recvbuf=None, *, op="sum", algorithm="auto", comm=None, codec=None):
+    """A function called as ``mpicoll.allreduce`` is, doing nothing but MPI's call."""
+    return MPI.COMM_WORLD.Allreduce(sendbuf, recvbuf)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bytes", type=int, default=4096)
     parser.add_argument("--reps", type=int, default=31)
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--parts", action="store_true", help="also time the call's parts")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     x = np.ones(max(1, args.bytes // 4), np.float32)
@@ -42,6 +51,10 @@ def main() -> None:
         "+2us Python": lambda: (spin(2e-6), comm.Allreduce(x, y)),
         "native-blocking": lambda: mpicoll.allreduce(x, y, algorithm="native-blocking"),
     }
+    if args.parts:
+        dup, specs = context.of(comm).comm, ([x, MPI.FLOAT], [y, MPI.FLOAT])
+        methods["as posted"] = lambda: dup.Allreduce(*specs)
+        methods["in a wrapper"] = lambda: wrapper(x, y, algorithm="native-blocking")
     names = list(methods)
     for call in methods.values():
         for _ in range(args.batch):

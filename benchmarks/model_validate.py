@@ -1,14 +1,17 @@
 """Is the cost model right? Its predicted time against the measured one, per algorithm and size.
 
     python benchmarks/model_validate.py p4-1.txt p4-2.txt [--preset this-machine | --model F]
-        [--min-bytes 65536] [--within 0.2] [--ranks-per-node L]
+        [--min-bytes 65536] [--within 0.2] [--fitted-on tune-p4.txt]
 
 Reads ``mpicoll bench`` tables (stdout; the header says the ranks and nodes, the ranks of a node
 are consecutive as mpiexec and the emulated cluster place them) and, for every algorithm
 measured at every size from ``--min-bytes`` up — ``native`` too, from the native column —,
 prints the measured time (median over the runs), the model's prediction and their ratio, then
 how many rows are within ``--within``, and on how many rows the first two runs are within
-``--within`` of each other (the measurement's own noise). Runs without MPI.
+``--within`` of each other (the measurement's own noise). With ``--fitted-on``, the sweep the
+model was fitted on (``tune``'s output): on how many rows that sweep itself is within
+``--within`` of the runs' median, the most a model that matched it exactly could reach.
+Runs without MPI.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def main() -> None:
     parser.add_argument("--model", help="a tuning file instead of a preset")
     parser.add_argument("--min-bytes", type=int, default=65536)
     parser.add_argument("--within", type=float, default=0.2)
+    parser.add_argument("--fitted-on", help="the sweep the model was fitted on (tune's output)")
     args = parser.parse_args()
     model = tune.load(args.model) if args.model else costmodel.PRESETS[args.preset]
     measured: dict[tuple[int, str], list[float]] = {}
@@ -86,6 +90,13 @@ def main() -> None:
     if pairs:  # the runs against each other: how much of the miss is the measurement's
         agree = sum(abs(first / second - 1) <= args.within for first, second in pairs)
         print(f"# the first two runs agree within {args.within:.0%} on {agree} of {len(pairs)} rows")
+    if args.fitted_on:  # a perfect fit of that sweep, checked as the model was
+        fitted = read(args.fitted_on)[2]
+        rows = [(fitted[key], statistics.median(times)) for key, times in measured.items()
+                if key[0] >= args.min_bytes and key in fitted]
+        close = sum(abs(swept / got - 1) <= args.within for swept, got in rows)
+        print(f"# the sweep fitted on is within {args.within:.0%} of the runs on {close} of "
+              f"{len(rows)} rows (a model that matched it exactly)")
 
 
 if __name__ == "__main__":
