@@ -78,6 +78,7 @@ ceiling)
                         --fitted-on "$dir/tune-$name.txt" | tail -3)
                     counts=$(sed -nE 's/.* ([0-9]+) of ([0-9]+) rows.*/\1 \2/p' <<< "$tail" | tr '\n' ' ')
                     read -r hits rows agree _ fitted _ <<< "$counts"
+                    [ -n "$fitted" ] || { echo "$dir $name: expected three counts, got: $tail" >&2; exit 1; }
                     kind=tune; [[ $model == --preset* ]] && kind=preset
                     set=${dir#"$out"}; set=${set#/}
                     printf "%-18s %-6s %-7s %6s %11s %12s %5s\n" "${set:-main}" "$name" "$kind" \
