@@ -1,6 +1,7 @@
 """mpicoll: allreduce built from MPI point-to-point calls — ring, tree, hybrid — measured against MPI's own."""
 
 from . import codecs
+from ._version import __version__
 from .api import algorithms_available as algorithms
 from .api import allreduce, allreduce_init, choose_algorithm, iallreduce, reload_environment
 from .check import MismatchError
@@ -9,7 +10,6 @@ from .context import ConcurrentUseError, OutOfCommunicatorsError
 from .persistent import PersistentRequest
 from .request import Request, testall, waitall
 
-__version__ = "0.1.0"
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "algorithms", "choose_algorithm", "codecs",
            "Request", "PersistentRequest", "waitall", "testall", "MismatchError",
            "ConcurrentUseError", "OutOfCommunicatorsError", "Comm", "reload_environment",

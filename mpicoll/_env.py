@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import Callable
 
-__all__ = ["positive_int", "Settings", "settings", "reload", "ALGORITHM_ENV", "CODEC_ENV",
-           "SEGMENT_ENV", "TUNING_ENV", "DEFAULT_SEGMENT_BYTES"]
+__all__ = ["positive_int", "Settings", "settings", "reload", "on_change", "changed",
+           "ALGORITHM_ENV", "CODEC_ENV", "SEGMENT_ENV", "TUNING_ENV", "DEFAULT_SEGMENT_BYTES"]
 
 ALGORITHM_ENV = "MPICOLL_ALGORITHM"
 CODEC_ENV = "MPICOLL_CODEC"
@@ -54,5 +55,24 @@ def settings() -> Settings:
 
 
 def reload() -> None:
+    """Read the variables again at the next call; what was derived from them is dropped."""
     global _settings
     _settings = None
+    changed()
+
+
+_listeners: list[Callable[[], None]] = []
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call ``listener`` whenever what a call must do may have changed: the environment was
+    read again, timing records began or ended, the watchdog started, a communicator forgot its
+    verified kinds or was freed. Layers above keep what they derived from those (the fast
+    path's shortcuts) and drop it here; the layers below only say that it changed."""
+    _listeners.append(listener)
+
+
+def changed() -> None:
+    """Tell every :func:`on_change` listener that what a call must do may have changed."""
+    for listener in _listeners:
+        listener()

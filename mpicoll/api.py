@@ -11,7 +11,9 @@ from mpi4py import MPI
 from . import _env, check, codecs, context, fastpath, inflight, ops, timing, transport, watchdog
 from . import algorithm as algorithms_
 from ._array import MIXED, Array, address, array_module, writeable
-from .algorithm import Algorithm, Call, Options, native, registry, select
+from . import builtin, execution  # noqa: F401  (importing builtin registers the algorithms)
+from .algorithm import Algorithm, Options, native, registry, select
+from .execution import Call
 from .persistent import BoundNative, BoundRounds, PersistentRequest
 from .request import Request
 
@@ -26,10 +28,9 @@ OpArg: TypeAlias = Union[str, MPI.Op, ops.Op]
 def reload_environment() -> None:
     """Read the ``MPICOLL_*`` variables again: calls read them once, at the first call (and
     ``MPICOLL_TIMEOUT`` when the first communicator is used), not on every call."""
-    _env.reload()
+    _env.reload()  # (which drops the fast path's shortcuts)
     check.refresh()
     watchdog.refresh()
-    fastpath.forget()
 
 
 def algorithms_available() -> tuple[str, ...]:
@@ -121,7 +122,7 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
             bound = BoundRounds(plan.lowered, (call.send, call.recv, tmp), ctx.comm,
                                 call.tags[0], op_, schedule, window)
     return PersistentRequest(recv, chosen.name, prepared.spec, path.name, prepared.kind,
-                             prepared.number, ctx, bound, lambda: chosen.start(call), call.tags)
+                             prepared.number, ctx, bound, lambda: execution.start(chosen, call), call.tags)
 
 
 class _Prepared(NamedTuple):
@@ -203,7 +204,7 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
                       p.number, p.ctx)
     p.ctx.hold(p.call.tags, request)
     try:
-        request.run(p.chosen.start(p.call))  # plans, binds the buffers; posts nothing yet
+        request.run(execution.start(p.chosen, p.call))  # plans, binds the buffers; posts nothing yet
     finally:
         if not p.carried:  # (a carried one is this rank's barrier: not passed if it failed)
             _checked_now(p)  # every rank started the check: every rank completes it

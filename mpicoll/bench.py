@@ -278,18 +278,17 @@ def header(settings: Settings, comm: MPI.Intracomm, nodes: int) -> str:
         "a sample; ratio = median(mpicoll time / native time)"
         + ("; not run (the algorithm does not compress that way): "
            + ", ".join(f"{a} {c or 'none'}" for a, c in settings.skipped) if settings.skipped else ""),
-        "#" + _cells(COLUMNS)[1:],
+        "#" + cells(COLUMNS)[1:],
     ])
 
 
 def format_row(row: Any) -> str:
     (_, nbytes, count, dtype, op, name, ran, codec, _, _, _, t, _, _, native, ratio, algbw, busbw,
      wrong, error) = row
-    cells = (nbytes, count, dtype, op, name, ran, codec or "-", f"{t:.1f}", f"{algbw:.3f}",
-             f"{busbw:.3f}", f"{native:.1f}", f"{ratio:.2f}", wrong, f"{error:.1e}")
-    return _cells(cells)
+    return cells((nbytes, count, dtype, op, name, ran, codec or "-", f"{t:.1f}", f"{algbw:.3f}",
+                  f"{busbw:.3f}", f"{native:.1f}", f"{ratio:.2f}", wrong, f"{error:.1e}"))
 
 
-def _cells(cells: tuple) -> str:
+def cells(values: tuple) -> str:
     """Right-aligned columns, always at least one space apart (a long name widens its cell)."""
-    return "".join(" " + str(c).rjust(w - 1) for c, w in zip(cells, WIDTHS))
+    return "".join(" " + str(c).rjust(w - 1) for c, w in zip(values, WIDTHS))

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 from mpi4py import MPI
 
-from . import watchdog
+from . import _env, watchdog
 from ._mpi import complete
 
 __all__ = ["MismatchError", "CHECK_ENV", "every_call", "Channel", "refresh",
@@ -62,8 +62,7 @@ def refresh() -> None:
     """Read ``MPICOLL_CHECK`` again."""
     global every_call
     every_call = _read()
-    from . import fastpath  # which calls are checked changed: no call may skip that
-    fastpath.forget()
+    _env.changed()  # which calls are checked changed: no call may skip that
 
 
 def tag_bits(count: int, rest: tuple) -> int:

@@ -231,7 +231,8 @@ def _info(args: argparse.Namespace) -> int:
     import numpy as np
     from mpi4py import MPI
 
-    from . import __version__, algorithm, api, bench, context, cuda_aware, tune
+    from . import algorithm, api, bench, context, cuda_aware, tune
+    from ._version import __version__
     from .algorithm import select
 
     comm = MPI.COMM_WORLD
@@ -310,7 +311,7 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"# {dtype.name} sum, predicted; native = the better of MPI's rd and rabenseifner "
           "with native's overhead; ran = events (every rank on clocks) or lockstep (exact "
           "when every rank moves data in every round alike; a lower bound otherwise)")
-    print("#" + bench._cells(bench.COLUMNS)[1:])
+    print("#" + bench.cells(bench.COLUMNS)[1:])
     for nbytes in bench.size_range(args.sizes, args.factor):
         count = max(1, nbytes // dtype.itemsize)
         size = count * dtype.itemsize

@@ -7,7 +7,9 @@ user's own traffic on the same communicator.
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import _mpi, check, node_window, topology, watchdog
+from . import _env, _mpi, check, inflight, node_window, topology, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .engine import lower
@@ -25,7 +27,7 @@ from .schedule import Schedule
 
 
 __all__ = ["Context", "CachedPlan", "ConcurrentUseError", "OutOfCommunicatorsError", "of", "live",
-           "free_windows"]
+           "free_windows", "finish_at_exit"]
 
 MAX_PLANS = 64
 MAX_VERIFIED = 4096
@@ -92,8 +94,8 @@ class Context:
             raise _out_of_communicators(error) from None
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
         self._lock = threading.Lock()
-        self._calls = itertools.count()  # collectives started, the same on every rank
-        self._tags = itertools.count()   # message tags taken (a collective takes one per stage)
+        self.calls = itertools.count()  # collectives started, the same on every rank
+        self.tags = itertools.count()   # message tags taken (a collective takes one per stage)
         self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
         self._owner: int | None = None   # the last thread to start one on the full path
         self.busy = False  # a blocking call on the fast path is running (mpicoll.fastpath)
@@ -107,10 +109,10 @@ class Context:
             or 32767
         bits = (tag_ub + 1).bit_length() - 1  # tags below 2**bits are all valid
         self._kind_bits = max(bits - SEQUENCE_BITS, 0)
-        self._sequence_mod = 1 << min(SEQUENCE_BITS, bits)
+        self.sequence_mod = 1 << min(SEQUENCE_BITS, bits)
         # Who took each sequence number last (a weak reference to its request): a collective
         # still in flight there must finish before its number is taken again.
-        self._holders: list[weakref.ref | None] = [None] * self._sequence_mod
+        self._holders: list[weakref.ref | None] = [None] * self.sequence_mod
 
     def cached_plan(self, algorithm: Algorithm, count: int, options: Options,
                     codec: Codec | None = None, feedback: bool = False,
@@ -144,7 +146,7 @@ class Context:
         thread changes.
         """
         self.claim()
-        return next(self._calls), self._verified.get(kind)
+        return next(self.calls), self._verified.get(kind)
 
     def claim(self) -> None:
         """This thread starts a collective here: ConcurrentUseError if another one is in one."""
@@ -153,7 +155,6 @@ class Context:
             self._switch_thread(me)
 
     def _switch_thread(self, me: int) -> None:
-        from . import inflight  # the engine imports the requests, which import this module
         with self._lock:
             busy = [r for r in inflight.outstanding() if r.context is self and not r.done]
             if self.busy or busy:
@@ -170,8 +171,7 @@ class Context:
         when there are many keeps the memory bounded and the ranks in step."""
         if len(self._verified) >= MAX_VERIFIED:
             self._verified.clear()
-            from . import fastpath  # a shortcut's kind is no longer verified
-            fastpath.forget()
+            _env.changed()  # a shortcut's kind is no longer verified
         self._verified[kind] = bits
 
     def next_tags(self, count: int, kind_bits: int = 0) -> tuple[int, ...]:
@@ -183,8 +183,8 @@ class Context:
             return ()
         high = self.tag_base(kind_bits)
         if count == 1:
-            return (high + next(self._tags) % self._sequence_mod,)
-        return tuple(high + next(self._tags) % self._sequence_mod for _ in range(count))
+            return (high + next(self.tags) % self.sequence_mod,)
+        return tuple(high + next(self.tags) % self.sequence_mod for _ in range(count))
 
     def hold(self, tags: tuple[int, ...], request: Any) -> None:
         """``request`` runs on ``tags`` (from :meth:`next_tags`): first wait for whatever took
@@ -194,7 +194,7 @@ class Context:
         match each other's receives (a truncation, or wrong bits if the sizes agree).
         Waiting is safe: every rank starts the same collectives in the same order, and a wait
         advances every collective in flight."""
-        mod, holders = self._sequence_mod, self._holders
+        mod, holders = self.sequence_mod, self._holders
         for tag in tags:
             if self._vacate(tag % mod) is not request:  # (a persistent one's restart: as it was)
                 holders[tag % mod] = weakref.ref(request)
@@ -205,13 +205,12 @@ class Context:
         holder = self._holders[number]
         other = None if holder is None else holder()
         if other is not None and not other.done:
-            from . import inflight  # the engine imports the requests, which import this module
             inflight.wait(other)
         return other
 
     def tag_base(self, kind_bits: int) -> int:
         """The part of a tag that carries the fingerprint hash ``kind_bits``."""
-        return (kind_bits & ((1 << self._kind_bits) - 1)) * self._sequence_mod
+        return (kind_bits & ((1 << self._kind_bits) - 1)) * self.sequence_mod
 
     def node_window(self, node: tuple[int, ...]) -> NodeWindow:
         """The shared window of this rank's node, ``node`` (created, collectively over the
@@ -230,10 +229,8 @@ class Context:
         the duplicate and window freed below (their requests keep their results). Shortcuts
         are dropped: a later call with the freed communicator gets the full path's error."""
         _LIVE.discard(self)
-        from . import fastpath  # (it imports this module)
-        fastpath.forget()
+        _env.changed()
         if not MPI.Is_finalized():
-            from . import inflight  # the engine imports the requests, which import this module
             for request in inflight.outstanding():
                 if request.context is self:
                     inflight.wait(request)
@@ -254,6 +251,26 @@ def _out_of_communicators(error: MPI.Exception) -> OutOfCommunicatorsError:
         "messages, one for its checks), and MPI has a limit (MPICH: about 2046 at once, so "
         "about 680 of the user's with mpicoll): free the communicators you no longer use "
         "(comm.Free()), or run fewer through mpicoll")
+
+
+def finish_at_exit() -> None:
+    """Finish what is in flight, then pass a barrier on every communicator mpicoll used, and
+    free the node windows (see :mod:`mpicoll.inflight` for why).
+
+    Skipped after an uncaught exception (``sys.last_value``): the other ranks may never come.
+    """
+    if hasattr(sys, "last_value") or MPI.Is_finalized() or not MPI.Is_initialized():
+        return
+    inflight.finish()
+    barriers = [ctx.comm.Ibarrier() for ctx in live()]
+    if barriers:
+        with watchdog.Blocked(lambda: "the barrier at exit (the other ranks' collectives)"):
+            MPI.Request.Waitall(barriers)
+    with watchdog.Blocked(lambda: "freeing the shared-memory windows at exit"):
+        free_windows()
+
+
+atexit.register(finish_at_exit)
 
 
 def live() -> list[Context]:

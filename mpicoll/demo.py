@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from . import __version__, codecs, context, timing
+from . import codecs, context, timing
+from ._version import __version__
 from .codecs.threshold import Threshold
 from .overlap import POLICIES, BucketManager
 

@@ -4,56 +4,25 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 from mpi4py import MPI
 
-from ._array import Array, array_module
+from ._array import Array
 from . import check
 from .check import MismatchError
+from .local import Buffers, run_local
 from .ops import Op
-from .schedule import (Copy, Decode, DecodeSum, Encode, Local, Reduce, Region, Round, Scale,
-                       Schedule, Send, Zero)
+from .schedule import Copy, Local, Reduce, Region, Round, Scale, Schedule, Send
 from .timing import Record
 
 if TYPE_CHECKING:
-    from .codecs import Codec, ErrorFeedback
+    from .codecs import Codec
     from .node_window import NodeWindow
     from .transport import Binding
 
-__all__ = ["Buffers", "Execution", "Stage", "BoundStage", "BoundExecution", "run_local"]
-
-
-class Buffers:
-    """The arrays a schedule's regions name, bound for one execution, all in one array module
-    (``xp``: NumPy, or CuPy for device arrays).
-
-    ``wire`` regions count bytes, all others elements of the user's dtype.
-    """
-
-    def __init__(self, send: np.ndarray, recv: np.ndarray, tmp: np.ndarray,
-                 wire: np.ndarray | None = None, residual: np.ndarray | None = None,
-                 feedback: ErrorFeedback | None = None, node: np.ndarray | None = None,
-                 window: NodeWindow | None = None):
-        self.xp = array_module(send)
-        self.feedback = feedback  # whose residual ``residual`` is: it drops what is not finite
-        self.window = window  # whose memory ``node`` is, and whose barriers ``sync`` rounds pass
-        self.arrays: dict[str, Array] = {"send": send, "recv": recv, "tmp": tmp, "wire": wire,
-                                         "residual": residual, "node": node}
-        self._bytes = {name: a.view(np.uint8) for name, a in self.arrays.items() if a is not None}
-        self._itemsize = {name: a.itemsize for name, a in self.arrays.items() if a is not None}
-
-    def view(self, r: Region) -> np.ndarray:
-        return self.arrays[r.buf][r.start:r.stop]
-
-    def raw(self, r: Region) -> np.ndarray:
-        """Bytes of a region: MPI moves bytes, so every NumPy dtype travels the same way."""
-        n = self._itemsize[r.buf]
-        return self._bytes[r.buf][r.start * n:r.stop * n]
-
-    def nbytes(self, r: Region) -> int:
-        return len(r) * self._itemsize[r.buf]
+__all__ = ["Execution", "Stage", "BoundStage", "BoundExecution", "lower", "bind", "run_bound"]
 
 
 def _where(schedule: Schedule, index: int, tag: int) -> str:
@@ -85,60 +54,6 @@ def _mismatch(where: str, what: str, lead: str = _RECEIVE) -> MismatchError:
         f"({what.strip()}): the ranks are running different collectives "
         "(count, dtype, op, algorithm or codec differ); MPICOLL_CHECK=1 compares every call "
         "before any data moves")
-
-
-def run_local(steps: Iterable[Local], bufs: Buffers, op: Op, codec: Codec | None = None) -> None:
-    """Apply a round's local steps in order (shared by the engine and the simulator)."""
-    view, xp = bufs.view, bufs.xp
-    kernel = op.kernel_in(xp)
-    with np.errstate(all="ignore"):  # overflow to inf / wrap-around is the MPI result too
-        for step in steps:
-            if isinstance(step, Reduce):  # in the node window (host memory) NumPy's kernel
-                (op.kernel if step.dst.buf == "node" else kernel)(
-                    view(step.left), view(step.right), out=view(step.dst))
-            elif isinstance(step, Decode):
-                _codec(codec).decode(view(step.src), out=view(step.dst))
-            elif isinstance(step, DecodeSum):
-                _codec(codec).decode_sum([view(src) for src in step.srcs], view(step.dst))
-            elif isinstance(step, Encode):
-                _encode(step, bufs, _codec(codec))
-            elif isinstance(step, Copy):
-                _copy(view(step.dst), view(step.src))
-            elif isinstance(step, Scale):
-                xp.multiply(view(step.src), step.factor, out=view(step.dst), casting="unsafe")
-            elif isinstance(step, Zero):
-                view(step.dst)[...] = 0
-            else:
-                raise TypeError(f"unknown schedule step {step!r}")
-
-
-def _copy(dst: Array, src: Array) -> None:
-    """``dst[...] = src``, also between device arrays and the node window (host memory)."""
-    if type(dst) is type(src):
-        array_module(dst).copyto(dst, src)
-    elif isinstance(dst, np.ndarray):
-        src.get(out=dst)  # device to host
-    else:
-        dst.set(src)  # host to device
-
-
-def _codec(codec: Codec | None) -> Codec:
-    if codec is None:
-        raise ValueError("a compressed schedule runs only with its codec")
-    return codec
-
-
-def _encode(step: Encode, bufs: Buffers, codec: Codec) -> None:
-    values, slot = bufs.view(step.src), bufs.view(step.dst)
-    frame = codec.encode(values, out=slot)
-    if frame.size != slot.size:  # dense frames have exactly the size the plan gave their slot
-        raise RuntimeError(f"{codec!r} wrote {frame.size} bytes into a {slot.size}-byte slot")
-    residual = bufs.arrays["residual"]
-    if residual is not None:  # error feedback: this rank owes what its frame did not carry
-        owed = residual[step.src.start:step.src.stop]
-        owed += values - codec.decode(frame)
-        if bufs.feedback is not None:
-            bufs.feedback.keep_finite(owed)
 
 
 class Stage(Protocol):
@@ -362,10 +277,10 @@ class Execution(_InWindow):
         reqs += [comm.Isend(raw(t.region), t.peer, tag) for t in rnd.transfers if isinstance(t, Send)]
         if self._carrying is not None:
             self._stamp = None  # the check compares all the stamp would
-            self._bufs.window.fence()  # type: ignore[union-attr]  # as ibarrier does
+            self._bufs.window.fence()  # as ibarrier does
             reqs.append(self._carrying.post())
         elif rnd.sync:
-            reqs.append(self._bufs.window.ibarrier(self._stamp))  # type: ignore[union-attr]
+            reqs.append(self._bufs.window.ibarrier(self._stamp))
             self._compare, self._stamp = self._stamp is not None, None
         if self._statuses is not None:
             self._early = None

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 from mpi4py.MPI import IN_PLACE, Datatype
 
-from . import check, inflight, timing, watchdog
-from .algorithm import Algorithm, Call, Options
+from . import _env, check, inflight, timing, watchdog
+from . import execution
+from .algorithm import Algorithm, Options
+from .execution import Call
 from .algorithm.native import NativeExecution
 from .context import CachedPlan, Context
 from .engine import BoundExecution, bind, run_bound
@@ -47,7 +49,7 @@ older: list[Shortcut] = []
 """Those of the calls of other kinds before it, most recent first: a loop that alternates a
 few kinds of call (a solver's dot products and norms; bench's methods) keeps them all. Each
 holds views of the last arrays it ran on (so those stay alive until it is dropped)."""
-KEPT = 8
+KEPT = 16
 starters: list[Starter] = []
 """The nonblocking calls' shortcuts (:class:`Starter`), most recent first."""
 _UNBOUND: Any = object()
@@ -86,6 +88,9 @@ def forget() -> None:
         last = None
         older.clear()
         starters.clear()
+
+
+_env.on_change(forget)
 
 
 def start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Request | None:
@@ -192,7 +197,7 @@ class Shortcut(_Kind):
         native), or None if the fast path cannot run them. Whatever would change that later
         (:func:`forget`'s callers) drops the shortcut, so a call need not look again."""
         if type(send) is not np.ndarray or (plan is None and not algorithm.mpi) \
-                or check.every_call or timing._active is not None or watchdog._thread is not None:
+                or check.every_call or timing.active() is not None or watchdog.running():
             return None
         if plan is None:
             return Shortcut(args, send, recv is send, ctx, kind_bits, op, algorithm, None, ())
@@ -241,12 +246,12 @@ class Shortcut(_Kind):
             # no later call has "the arrays of the last call".
             self.last_send, self.last_recv = (sendbuf, recvbuf) if recvbuf is not None \
                 else (_UNBOUND, _UNBOUND)
-        if inflight._outstanding:  # the progress engine must drive them while this one waits
+        if inflight.in_flight:  # the progress engine must drive them while this one waits
             return None
         ctx = self.ctx
         if ctx.busy:  # ctx.claim(), inlined: with nothing in flight, only a blocking call
             ctx.claim()  # of another thread's can be here: ConcurrentUseError
-        number = next(ctx._calls)  # numbered (and tagged) as on the full path: in step
+        number = next(ctx.calls)  # numbered (and tagged) as on the full path: in step
         ctx.busy = True
         try:
             if self.native:  # NativeExecution, inlined: this path's budget is half a microsecond
@@ -256,7 +261,7 @@ class Shortcut(_Kind):
                         np.multiply(sendbuf, 1 / ctx.size, out=recv, casting="unsafe")
                     request = self.post(send_spec, recv_spec, self.mpi_op)
                 except (BufferError, ValueError):  # refused, nothing sent: the full path says why
-                    ctx._calls = itertools.count(number)
+                    ctx.calls = itertools.count(number)
                     self.last_send = self.last_recv = _UNBOUND
                     return None
                 if not self.blocks:  # MPI_Allreduce returned done: None
@@ -266,7 +271,7 @@ class Shortcut(_Kind):
                     else:
                         request.Wait()
             else:
-                tag = self.tag_high + next(ctx._tags) % ctx._sequence_mod
+                tag = self.tag_high + next(ctx.tags) % ctx.sequence_mod
                 run_bound(self.bound, ctx.comm, tag, self.op, self.schedule)
         finally:
             ctx.busy = False
@@ -309,8 +314,8 @@ class Starter(_Kind):
         """A starter for calls like this one (``plan``: the cached plan that ran, if any), or
         None where each call must take the full path (:func:`forget`'s callers drop starters
         when that changes)."""
-        if type(send) is not np.ndarray or check.every_call or timing._active is not None \
-                or watchdog._thread is not None:
+        if type(send) is not np.ndarray or check.every_call or timing.active() is not None \
+                or watchdog.running():
             return None
         return Starter(args, send, recv is send, ctx, op, algorithm, kind, kind_bits, options,
                        path, plan)
@@ -327,7 +332,7 @@ class Starter(_Kind):
             return None
         ctx, chosen, plan = self.ctx, self.algorithm, self.plan
         ctx.claim()  # ConcurrentUseError, as Context.begin
-        number = next(ctx._calls)
+        number = next(ctx.calls)
         tags = ctx.next_tags(chosen.tags, self.kind_bits)
         request = Request(recv, chosen.name, "", self.path.name, None, self.kind, number, ctx)
         ctx.hold(tags, request)
@@ -341,8 +346,9 @@ class Starter(_Kind):
             posted = self.posts(send_spec, recv_spec, self.op.mpi)
             request.run(iter((NativeExecution.posted(posted, ctx.spins),)))
         elif plan is None:
-            request.run(chosen.start(Call(ctx, sendbuf.reshape(-1), recv.reshape(-1), self.op,
-                                          self.options, None, None, None, self.path, tags)))
+            call = Call(ctx, sendbuf.reshape(-1), recv.reshape(-1), self.op, self.options, None,
+                        None, None, self.path, tags)
+            request.run(execution.start(chosen, call))
         else:
             scratch, window = plan.take_scratch(self.dtype), self.window
             memory = None if window is None else window.memory  # (grown since: bound anew)

@@ -51,7 +51,7 @@ def provenance(comm: MPI.Comm) -> dict[str, str | int | float]:
     """
     import mpi4py
 
-    from . import __version__
+    from ._version import __version__
     hosts = comm.gather(socket.gethostname(), root=0)
     if comm.Get_rank() != 0:
         return {}

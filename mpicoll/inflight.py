@@ -20,47 +20,64 @@ that stops moving into a report and an abort.
 
 from __future__ import annotations
 
-import atexit
-import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from mpi4py import MPI
 
 from . import watchdog
 from .check import MismatchError
 
-if TYPE_CHECKING:
-    from .request import Request
+__all__ = ["Request", "add", "add_posted", "progress", "wait", "claim_alone", "release_one",
+           "outstanding", "in_flight", "finish"]
 
-__all__ = ["add", "add_posted", "progress", "wait", "claim_alone", "release_one", "outstanding",
-           "finish", "finish_at_exit"]
+
+class Request(Protocol):
+    """A collective in flight as the engine drives it (``mpicoll.request.Request``)."""
+
+    claimed: bool   # advanced by a thread right now
+    asked: float    # when a test or a progress pass last looked at it
+    waiting: bool   # a thread blocks in wait() on it
+    context: Any    # the session it runs in (mpicoll.context.Context)
+
+    @property
+    def done(self) -> bool: ...
+    def advance(self) -> None: ...
+    def wait_alone(self) -> None: ...
+    def mpi_requests(self) -> list[MPI.Request]: ...
+    def completed(self, index: int, status: MPI.Status) -> None: ...
+    def describe(self) -> str: ...
+    def last_progress(self) -> float: ...
+    def watched(self) -> bool: ...
+
 
 _lock = threading.Lock()  # taken to claim requests; appending and removing are atomic alone
-_outstanding: list[Request] = []  # in start order
+in_flight: list[Request] = []
+"""The collectives in flight, in start order (read, never changed, outside this module: the
+fast path steps aside while it is not empty)."""
 
 
 def add(request: Request) -> None:
     """Take a started collective into the engine and post its first round (only its own:
     starting many buckets must not cost a pass over all of them each)."""
-    request._claimed = True  # before anyone can see it
-    _outstanding.append(request)
+    request.claimed = True  # before anyone can see it
+    in_flight.append(request)
     try:
-        request._advance()
+        request.advance()
     finally:
         release_one(request)  # dropped if done already (one rank, or it all arrived)
 
 
 def add_posted(request: Request) -> None:
     """Take a started collective whose first round is posted already into the engine."""
-    _outstanding.append(request)
+    in_flight.append(request)
 
 
 def outstanding() -> list[Request]:
     """The collectives in flight, in start order (a copy)."""
     with _lock:
-        return list(_outstanding)
+        return list(in_flight)
 
 
 def progress() -> None:
@@ -68,7 +85,7 @@ def progress() -> None:
     mine = _claim()
     try:
         for request in mine:
-            request._advance()
+            request.advance()
     finally:
         _release(mine)
 
@@ -76,14 +93,14 @@ def progress() -> None:
 def wait(request: Request) -> None:
     """Block until ``request`` has finished, advancing every collective in flight meanwhile."""
     alone = claim_alone(request)  # the common case: block in MPI itself
-    request._waiting = True
+    request.waiting = True
     try:
         if alone:
-            request._wait_alone()
+            request.wait_alone()
         else:
             _wait(request)
     finally:
-        request._waiting = False
+        request.waiting = False
         if alone:
             release_one(request)
 
@@ -92,8 +109,8 @@ def claim_alone(request: Request) -> bool:
     """Claim ``request`` if it is the only collective in flight (then the caller may block on
     it alone, and must :func:`release_one` it)."""
     with _lock:
-        if len(_outstanding) == 1 and _outstanding[0] is request and not request._claimed:
-            request._claimed = True
+        if len(in_flight) == 1 and in_flight[0] is request and not request.claimed:
+            request.claimed = True
             return True
     return False
 
@@ -104,10 +121,10 @@ def _wait(request: Request) -> None:
         mine = _claim()
         try:
             for r in mine:
-                r._advance()
+                r.advance()
             if request.done:
                 return
-            pending = [(r, i, m) for r in mine for i, m in enumerate(r._pending())]
+            pending = [(r, i, m) for r in mine for i, m in enumerate(r.mpi_requests())]
             if request in mine and pending:  # block until one of them moves
                 status = MPI.Status()
                 try:
@@ -119,7 +136,7 @@ def _wait(request: Request) -> None:
                         + ": the ranks are running different collectives") from None
                 if index != MPI.UNDEFINED:
                     owner, position, _ = pending[index]
-                    owner._completed(position, status)
+                    owner.completed(position, status)
                 delay = 0.0
         finally:
             _release(mine)
@@ -131,15 +148,15 @@ def _wait(request: Request) -> None:
 def _claim() -> list[Request]:
     now = time.monotonic()
     with _lock:
-        mine = [r for r in _outstanding if not r._claimed]
+        mine = [r for r in in_flight if not r.claimed]
         for r in mine:
-            r._claimed, r._asked = True, now
+            r.claimed, r.asked = True, now
     return mine
 
 
 def release_one(request: Request) -> None:
     """Unclaim ``request``; drop it if it has finished."""
-    request._claimed = False
+    request.claimed = False
     if request.done:
         _drop(request)
 
@@ -151,7 +168,7 @@ def _release(mine: list[Request]) -> None:
 
 def _drop(request: Request) -> None:
     try:
-        _outstanding.remove(request)
+        in_flight.remove(request)
     except ValueError:  # another thread that saw it finished dropped it first
         pass
 
@@ -162,21 +179,4 @@ def finish() -> None:
         wait(request)
 
 
-def finish_at_exit() -> None:
-    """Finish what is in flight, then pass a barrier on every communicator mpicoll used.
-
-    Skipped after an uncaught exception (``sys.last_value``): the other ranks may never come.
-    """
-    if hasattr(sys, "last_value") or MPI.Is_finalized() or not MPI.Is_initialized():
-        return
-    finish()
-    from . import context
-    barriers = [ctx.comm.Ibarrier() for ctx in context.live()]
-    if barriers:
-        with watchdog.Blocked(lambda: "the barrier at exit (the other ranks' collectives)"):
-            MPI.Request.Waitall(barriers)
-    with watchdog.Blocked(lambda: "freeing the shared-memory windows at exit"):
-        context.free_windows()
-
-
-atexit.register(finish_at_exit)
+watchdog.watch(outstanding)

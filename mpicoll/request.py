@@ -8,7 +8,7 @@ from mpi4py import MPI
 
 from . import inflight
 from ._array import Array
-from .algorithm.base import Ran
+from .execution import Ran
 from .check import say
 from .engine import Stage
 from .timing import Record
@@ -30,7 +30,7 @@ class Request:
     """
 
     __slots__ = ("_stages", "_current", "_result", "_record", "_kind", "number", "context",
-                 "_claimed", "_waiting", "_asked", "_error", "algorithm", "codec", "transport",
+                 "claimed", "waiting", "asked", "_error", "algorithm", "codec", "transport",
                  "__weakref__")
 
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
@@ -43,10 +43,10 @@ class Request:
         self._kind = kind        # the fingerprint (count, dtype, op, algorithm, codec), for reports
         self.number = number     # the collective's number on its communicator
         self.context = context   # the communicator's mpicoll context it runs on
-        self._claimed = False  # advanced by a thread right now (see mpicoll.inflight)
+        self.claimed = False  # advanced by a thread right now (see mpicoll.inflight)
         self._error: BaseException | None = None  # what stopped it, raised again on test/wait
-        self._waiting = False  # a thread blocks in wait() on it (for the watchdog)
-        self._asked = 0.0      # when a test or progress pass last looked at it
+        self.waiting = False  # a thread blocks in wait() on it (for the watchdog)
+        self.asked = 0.0      # when a test or progress pass last looked at it
         self.algorithm = algorithm
         self.codec = codec
         self.transport = transport
@@ -90,7 +90,7 @@ class Request:
         return head if self._current is None else f"{head}, {self._current.where()}"
 
     # ---- for mpicoll.inflight: called by the one thread that has claimed this request
-    def _advance(self) -> None:
+    def advance(self) -> None:
         try:
             while self._current is not None:
                 if not self._current.test():
@@ -100,7 +100,7 @@ class Request:
             self._stop(error)
             raise
 
-    def _wait_alone(self) -> None:
+    def wait_alone(self) -> None:
         try:
             while self._current is not None:
                 self._current.wait()
@@ -113,19 +113,19 @@ class Request:
         """It cannot go on (a mismatch): done, and the error is what its test or wait raise."""
         self._error, self._current = error, None
 
-    def _pending(self) -> list[MPI.Request]:
+    def mpi_requests(self) -> list[MPI.Request]:
         return [] if self._current is None else self._current.pending()
 
-    def _completed(self, index: int, status: MPI.Status) -> None:
+    def completed(self, index: int, status: MPI.Status) -> None:
         if self._current is not None:
             self._current.completed(index, status)
 
-    def _last_progress(self) -> float:
+    def last_progress(self) -> float:
         return 0.0 if self._current is None else self._current.progressed
 
-    def _watched(self) -> bool:
+    def watched(self) -> bool:
         """Somebody waits for it: blocked in wait(), or testing since it last moved."""
-        return not self.done and (self._waiting or self._asked > self._last_progress())
+        return not self.done and (self.waiting or self.asked > self.last_progress())
 
     def _next_stage(self) -> Stage | None:
         stage = next(self._stages, None)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .engine import Buffers, run_local
+from .local import Buffers, run_local
 from .ops import Op
 from .schedule import (Copy, Decode, DecodeSum, Encode, Local, Recv, Reduce, Region, Round,
                        Scale, Schedule, Send)

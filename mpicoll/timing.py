@@ -20,6 +20,8 @@ from typing import Any, Iterator
 
 from mpi4py import MPI
 
+from . import _env
+
 __all__ = ["Record", "Recorder", "recording", "active"]
 
 
@@ -73,8 +75,7 @@ def recording(recorder: Recorder | None = None) -> Iterator[Recorder]:
     """Record every collective started inside the block (nestable; the inner one wins)."""
     global _active
     previous, _active = _active, recorder or Recorder()
-    from . import fastpath  # recorded calls take the full path, which records
-    fastpath.forget()
+    _env.changed()  # recorded calls take the full path, which records
     try:
         yield _active
     finally:

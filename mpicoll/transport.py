@@ -27,7 +27,7 @@ from ._array import Array, is_device
 from .schedule import Region, Schedule, Send
 
 if TYPE_CHECKING:
-    from .engine import Buffers
+    from .local import Buffers
 
 __all__ = ["Transport", "HOST", "Direct", "Staged", "StagingPlan", "staging_plan", "CupyDevice",
            "choose"]

@@ -17,17 +17,41 @@ import os
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterable, Protocol
 
 from mpi4py import MPI
 
-__all__ = ["TIMEOUT_ENV", "ABORT_CODE", "timeout", "refresh", "ensure_started", "Blocked"]
+from . import _env
+
+__all__ = ["TIMEOUT_ENV", "ABORT_CODE", "timeout", "refresh", "ensure_started", "running",
+           "watch", "Blocked", "Watched"]
 
 TIMEOUT_ENV = "MPICOLL_TIMEOUT"
 ABORT_CODE = 70
 _timeout: float | None = None
 _thread: threading.Thread | None = None
 _blocked: dict[int, tuple[float, Callable[[], str]]] = {}  # thread id -> (since, what)
+
+
+class Watched(Protocol):
+    """A collective in flight, as the watchdog looks at it (``mpicoll.request.Request``)."""
+
+    def describe(self) -> str: ...
+    def last_progress(self) -> float: ...
+    def watched(self) -> bool: ...
+
+
+_sources: list[Callable[[], Iterable[Watched]]] = []
+
+
+def watch(source: Callable[[], Iterable[Watched]]) -> None:
+    """Watch the collectives ``source()`` lists (the progress engine registers its own)."""
+    _sources.append(source)
+
+
+def running() -> bool:
+    """Whether the watchdog thread runs (then calls take the full path, which it sees)."""
+    return _thread is not None
 
 
 def timeout() -> float:
@@ -58,8 +82,7 @@ def ensure_started() -> None:
         _thread = threading.Thread(target=_watch, args=(timeout(),), name="mpicoll-watchdog",
                                    daemon=True)
         _thread.start()
-        from . import fastpath  # watched calls take the full path, which the watchdog sees
-        fastpath.forget()
+        _env.changed()  # watched calls take the full path, which the watchdog sees
 
 
 class Blocked:
@@ -81,16 +104,15 @@ class Blocked:
 
 
 def _watch(limit: float) -> None:
-    from . import inflight
     while True:
         time.sleep(min(limit / 4, 1.0))
         now = time.monotonic()
         for since, what in list(_blocked.values()):
             if now - since > limit:
                 _abort(f"{what()} has been blocked for {now - since:.0f} s")
-        for request in inflight.outstanding():
-            quiet = now - request._last_progress()
-            if request._watched() and quiet > limit:
+        for request in [r for source in _sources for r in source()]:
+            quiet = now - request.last_progress()
+            if request.watched() and quiet > limit:
                 _abort(f"{request.describe()}: no round finished for {quiet:.0f} s")
 
 

@@ -8,7 +8,7 @@ import pytest
 import mpicoll
 from mpicoll import api, codecs, ops
 from mpicoll.algorithm import Algorithm, Layout, UnknownAlgorithmError, get, names, register, registry, select
-from mpicoll.engine import Buffers, run_local
+from mpicoll.local import Buffers, run_local
 from mpicoll.schedule import Region
 
 ONE_NODE = Layout(0, 4, ((0, 1, 2, 3),))

@@ -45,13 +45,17 @@ def extended(tmp_path_factory) -> Path:
     for part in ("mpicoll", "tests"):
         shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "mpicoll/algorithm/reverse_ring.py").write_text(TOY)
-    registration = root / "mpicoll/algorithm/__init__.py"
+    registration = root / "mpicoll/builtin.py"
     before = registration.read_text()
-    after = before.replace('    "hybrid",\n', '    "hybrid",\n    "reverse_ring",\n')
+    after = before.replace("from .algorithm import hybrid\n",
+                           "from .algorithm import hybrid\nfrom .algorithm import reverse_ring\n")
+    after = after.replace("register(hybrid.ALGORITHM)\n",
+                          "register(hybrid.ALGORITHM)\nregister(reverse_ring.ALGORITHM)\n")
     registration.write_text(after)
     changed = [d for d in difflib.unified_diff(before.splitlines(), after.splitlines(), n=0)
                if d[:1] in "+-" and not d.startswith(("+++", "---"))]
-    assert changed == ['+    "reverse_ring",'], changed  # exactly one line, added
+    # exactly its import and its registration, added
+    assert changed == ["+from .algorithm import reverse_ring", "+register(reverse_ring.ALGORITHM)"], changed
     return root
 
 

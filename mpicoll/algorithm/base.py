@@ -5,30 +5,23 @@ to a :class:`~mpicoll.schedule.Builder`, and the capabilities the API, ``auto``,
 the tests read instead of checking names (Gloo's one ``Algorithm`` contract; Horovod's
 per-op ``Enabled()``). Plans are cached per shape and run by the engine; an algorithm whose
 rounds depend on the data (sparse frames, whose sizes are known only once encoded) supplies
-``run`` instead, a generator of executions built on the same schedules.
+``run`` instead, a generator of executions built on the same schedules
+(:mod:`mpicoll.execution`). Nothing here runs anything: no MPI, no communicator.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import numpy as np
 
-from .._array import array_module
-from ..engine import Buffers, Execution, Stage
 from ..schedule import Builder, BufferName, Copy, Reduce, Region, Scale, Schedule, Zero
 
 if TYPE_CHECKING:
-    from ..check import Channel
-    from ..codecs import Codec, ErrorFeedback
-    from ..context import Context
-    from ..ops import Op
-    from ..timing import Record
-    from ..transport import Transport
+    from ..codecs import Codec
 
-__all__ = ["Algorithm", "Layout", "Options", "Frames", "Call", "Ran", "build_schedule",
-           "prologue", "run_planned"]
+__all__ = ["Algorithm", "Layout", "Options", "Frames", "build_schedule", "prologue"]
 
 
 @dataclass(frozen=True)
@@ -70,42 +63,6 @@ class PlanFn(Protocol):
 
 
 @dataclass(frozen=True)
-class Ran:
-    """What an execution that changed course at run time really ran (a sparse dense-fallback)."""
-
-    algorithm: str
-    codec: str
-
-
-@dataclass
-class Call:
-    """One collective's checked arguments, handed to an algorithm's ``run``.
-
-    ``send`` and ``recv`` are flat; ``codec`` is the codec that encodes (None without one) and
-    ``feedback`` the ErrorFeedback wrapping it, if any; ``tags`` were taken in call order;
-    ``fingerprint`` is the call's fingerprint check, if it has one: it completes before anything
-    moves or any collective setup (a node window) runs, or, ``carried``, is the first execution's
-    first barrier (see :class:`mpicoll.engine.Execution`).
-    """
-
-    ctx: Context
-    send: Any
-    recv: Any
-    op: Op
-    options: Options
-    codec: Codec | None
-    feedback: ErrorFeedback | None
-    record: Record | None
-    path: Transport
-    tags: tuple[int, ...]
-    fingerprint: Channel | None = None
-    blocking: bool = False  # the caller waits for it (allreduce, not iallreduce)
-
-
-RunFn = Callable[["Algorithm", Call], Iterator[Union[Stage, Ran]]]
-
-
-@dataclass(frozen=True)
 class Algorithm:
     """An allreduce algorithm and what it can do.
 
@@ -131,7 +88,7 @@ class Algorithm:
     name: str
     summary: str
     plan: PlanFn | None = None
-    run: RunFn | None = None
+    run: Callable[[Algorithm, Any], Iterator[Any]] | None = None  # (Call -> Stages, Ran)
     compresses: frozenset[str] = frozenset()
     plain: bool = True
     needs_commutative: bool = False
@@ -148,13 +105,6 @@ class Algorithm:
         if not self.compresses <= {"dense", "sparse"}:
             raise ValueError(f"algorithm {self.name!r}: compresses {set(self.compresses)}, "
                              "expected 'dense' and/or 'sparse'")
-
-    def start(self, call: Call) -> Iterator[Stage | Ran]:
-        """The executions of one call, in order, and last a :class:`Ran` if what ran differs
-        from what was asked."""
-        if self.run is not None:
-            return self.run(self, call)
-        return run_planned(self, call)
 
 
 def prologue(b: Builder, size: int, count: int, feedback: bool, average: bool) -> BufferName:
@@ -176,17 +126,14 @@ def prologue(b: Builder, size: int, count: int, feedback: bool, average: bool) -
     return src
 
 
-def build_schedule(algorithm: Algorithm | str, layout: Layout, count: int, options: Options,
+def build_schedule(algorithm: Algorithm, layout: Layout, count: int, options: Options,
                    frames: Frames | None = None, feedback: bool = False,
                    average: bool = False) -> Schedule:
-    """The schedule of ``algorithm`` (or the one registered by that name) for this rank: the
-    shared prologue, then its own rounds.
+    """The schedule of ``algorithm`` for this rank: the shared prologue, then its own rounds
+    (``mpicoll.algorithm.build_schedule`` also takes a registered name).
 
     A lone rank only copies its input: there is nothing to add, nothing to compress.
     """
-    if isinstance(algorithm, str):
-        from .registry import get  # the registry holds Algorithms, defined above
-        algorithm = get(algorithm)
     if algorithm.plan is None:
         raise ValueError(f"{algorithm.name} has no fixed plan: its rounds depend on the data")
     if frames is not None and "dense" not in algorithm.compresses:
@@ -199,29 +146,3 @@ def build_schedule(algorithm: Algorithm | str, layout: Layout, count: int, optio
     else:
         algorithm.plan(b, layout, count, options, src, frames)
     return b.build(algorithm.name, count)
-
-
-def run_planned(algorithm: Algorithm, call: Call, tag_index: int = 0) -> Iterator[Execution]:
-    """One execution of ``algorithm``'s cached plan on the call's buffers."""
-    ctx, send = call.ctx, call.send
-    codec = call.codec if ctx.size > 1 else None  # one rank: nothing travels, nothing is encoded
-    feedback = call.feedback  # but what earlier calls owe is still delivered
-    plan = ctx.cached_plan(algorithm, send.size, call.options, codec, feedback is not None,
-                           call.op.average)
-    scratch = plan.take_scratch(send.dtype, array_module(send))
-    residual = None if feedback is None else feedback.owed(send)
-    schedule = plan.schedule
-    check = call.fingerprint if tag_index == 0 else None
-    window = node = None
-    if schedule.node_count:
-        nbytes = schedule.node_count * send.dtype.itemsize
-        if check is not None and not ctx.node_window_ready(nbytes):
-            check.finish()  # creating or growing the window is collective: agree first
-        window = ctx.node_window(schedule.node)
-        node = window.view(send.dtype, schedule.node_count)
-    bufs = Buffers(send, call.recv, *scratch, residual=residual, feedback=feedback, node=node,
-                   window=window)
-    link = call.path.bind(schedule, bufs, plan)
-    yield Execution(schedule, call.op, ctx.comm, call.tags[tag_index], bufs, codec,
-                    call.record, link, check if check is not None and check.pending else None)
-    plan.give_back(scratch)  # not on abandonment: MPI might still write into it

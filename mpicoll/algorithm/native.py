@@ -21,7 +21,8 @@ from mpi4py import MPI
 
 from .._array import array_module
 from .._mpi import complete
-from .base import Algorithm, Call
+from ..execution import Call
+from .base import Algorithm
 
 if TYPE_CHECKING:
     from ..ops import Op

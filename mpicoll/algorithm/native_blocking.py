@@ -25,7 +25,8 @@ from mpi4py import MPI
 
 from .. import watchdog
 from .._mpi import threads_allow
-from .base import Algorithm, Call
+from ..execution import Call
+from .base import Algorithm
 from .native import NativeExecution, first_buffer
 
 __all__ = ["ALGORITHM", "BlockingExecution"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from .. import costmodel, tune
+from .. import costmodel, tuning
 from .._mpi import threads_allow
 from .base import Algorithm, Layout
 from . import registry
@@ -26,15 +26,15 @@ def choose(nbytes: int, layout: Layout, among: tuple[str, ...] | None = None,
     if layout.size == 1:
         return "ring"
     if among is None:
-        among = tune.candidates(len(layout.nodes))
+        among = tuning.candidates(len(layout.nodes))
     size_class = 1 << max(nbytes - 1, 0).bit_length()
-    return _fastest(among, size_class, layout.nodes, itemsize, tune.model_in_force())
+    return _fastest(among, size_class, layout.nodes, itemsize, tuning.model_in_force())
 
 
 def predictions(nbytes: int, layout: Layout, among: tuple[str, ...], itemsize: int = 4
                 ) -> dict[str, float]:
     """Predicted seconds of each of ``among``, as ``auto`` predicts them (what ``info`` prints)."""
-    model = tune.model_in_force()
+    model = tuning.model_in_force()
     return {name: costmodel.predict(name, nbytes, layout.nodes, model, itemsize,
                                     costmodel.AUTO_EVENTS) for name in among}
 

@@ -23,10 +23,12 @@ import numpy as np
 from .. import codecs, ops, transport
 from ..codecs.sparse import SparseCodec
 from .._array import array_module
-from ..engine import Buffers, Execution, run_local
+from ..engine import Execution
+from ..local import Buffers, run_local
 from ..schedule import Builder, Decode, DecodeSum, Recv, Region, Schedule, Send
 from . import registry
-from .base import Algorithm, Call, Layout, Ran, prologue, run_planned
+from ..execution import Call, Ran, run_planned
+from .base import Algorithm, Layout, prologue
 
 NAME = "sparse-allgather"
 FALLBACK = "ring"

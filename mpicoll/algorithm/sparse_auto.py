@@ -34,11 +34,12 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import codecs, tune
+from .. import codecs, tuning
 from ..codecs.sparse import SparseCodec
 from ..engine import Execution
 from . import registry, sparse_allgather, sparse_regions
-from .base import Algorithm, Call, Ran, run_planned
+from ..execution import Call, Ran, run_planned
+from .base import Algorithm
 from .sparse_allgather import (FALLBACK, bounds, charge, contribution, dense_fallback, gather,
                                lengths_call)
 from .sparse_regions import reduce_regions
@@ -92,7 +93,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Execution | Ran]:
     table = np.zeros(p * (p + 1) + 2, np.int64)
     table[me * (p + 1):(me + 1) * (p + 1)] = [whole, *regions]
     if me == 0:  # rank 0's links decide: the others add zeros to their bits
-        model, level = tune.model_in_force(), "remote" if len(ctx.layout.nodes) > 1 else "local"
+        model, level = tuning.model_in_force(), "remote" if len(ctx.layout.nodes) > 1 else "local"
         table[-2:] = np.array([model.alpha[level], model.beta[level]]).view(np.int64)
     yield from run_planned(registry.get("tree"), lengths_call(call, table))
     rows = table[:-2].reshape(p, p + 1)

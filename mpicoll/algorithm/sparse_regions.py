@@ -31,10 +31,12 @@ from .. import codecs
 from ..codecs.sparse import SparseCodec
 from ..codecs.wire import frame_bytes, peek_codec_id
 from .._array import array_module
-from ..engine import Buffers, Execution
+from ..engine import Execution
+from ..local import Buffers
 from ..schedule import Builder, DecodeSum, Recv, Region, Schedule, Send
 from . import registry
-from .base import Algorithm, Call, Layout, Ran, run_planned
+from ..execution import Call, Ran, run_planned
+from .base import Algorithm, Layout
 from .sparse_allgather import (FALLBACK, allgather_frames, bounds, charge, contribution,
                                dense_fallback, lengths_call)
 

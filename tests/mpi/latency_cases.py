@@ -82,6 +82,20 @@ def test_the_fast_path_is_taken():
     assert fastpath.last is first and fastpath.older[0] is second
 
 
+
+def test_a_loop_over_twelve_kinds_of_call_stays_on_the_fast_path():
+    """A solver's loop alternating twelve kinds of call (counts here) keeps a shortcut for
+    each: after the first pass, every call finds one and builds none."""
+    arrays = [np.ones(count) for count in range(1, 13)]
+    for x in arrays:
+        mpicoll.allreduce(x, algorithm="ring")
+    made = {id(shortcut) for shortcut in [fastpath.last, *fastpath.older]}
+    for _ in range(3):
+        for x in arrays:
+            result = mpicoll.allreduce(x, algorithm="ring")
+            assert np.all(result == WORLD.Get_size())
+            assert id(fastpath.last) in made, f"a call of {x.size} elements missed its shortcut"
+
 def test_views_take_the_fast_path_unless_they_overlap():
     x, y, z = np.ones(10), np.empty(10), np.ones(20)
     mpicoll.allreduce(x, y, algorithm="ring")

@@ -44,7 +44,7 @@ def test_more_collectives_in_flight_than_tags(monkeypatch):
     monkeypatch.setattr(context, "SEQUENCE_BITS", 6)
     rank, p = WORLD.Get_rank(), WORLD.Get_size()
     comm = WORLD.Dup()
-    numbers = context.of(comm)._sequence_mod
+    numbers = context.of(comm).sequence_mod
     monkeypatch.undo()  # (only this communicator's context has so few)
     assert numbers == 64
 
