@@ -38,7 +38,7 @@ SUBNET = "10.77.0."
 REQUIRED_TOOLS = ("ip", "tc", "unshare")
 # Smaller burst/latency values caused drops well below the configured rate. A peak-rate bucket
 # ("peakrate 1010mbit mtu 66kb") takes the burst away but halved a loaded ring's throughput
-# here (docs/results/issue14/tbf-peakrate.txt).
+# here (git show abc5a13:docs/results/issue14/tbf-peakrate.txt).
 TBF_SHAPING = "burst 256kb latency 50ms"
 
 # ssh stand-in: launchers call it as `STANDIN [-x ...] HOST COMMAND...` and, like ssh, expect

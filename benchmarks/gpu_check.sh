@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 6, for a lent GPU machine: the GPU tests, then a short GPU benchmark
+# The GPU check, for a lent GPU machine: the GPU tests, then a short GPU benchmark
 # (ranks sharing the GPU, device against host buffers, codec throughput). About 3-5 minutes;
 # every step has its own timeout so the whole stays under 8. Outputs go to $OUT (default
 # ./gpu-check-out): gpu_check.log, gpu-tests.xml, transport-tests.xml, allreduce.json,

@@ -11,7 +11,7 @@ how many rows are within ``--within``, and on how many rows the first two runs a
 ``--within`` of each other (the measurement's own noise). With ``--fitted-on``, the sweep the
 model was fitted on (``tune``'s output): on how many rows that sweep itself is within
 ``--within`` of the runs' median, the most a model that matched it exactly could reach.
-Runs without MPI.
+Runs without MPI: the predictions are ``python -m mpicoll simulate``'s, for the runs' layout.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import subprocess
+import sys
 
 import sweep_summary
 
-from mpicoll import costmodel, topology, tune
+PRESETS = ("this-machine", "emulated-1g", "gpu-cluster")  # python -m mpicoll simulate --help
 
 
 def read(path: str) -> tuple[int, int, dict[tuple[int, str], float]]:
@@ -39,16 +41,32 @@ def read(path: str) -> tuple[int, int, dict[tuple[int, str], float]]:
     return int(header[1]), int(header[2]), times
 
 
+def predicted(ranks: int, nodes: int, names: list[str], sizes: list[int], model: list[str]
+              ) -> dict[tuple[int, str], float]:
+    """{(size, algorithm): µs} as ``mpicoll simulate`` predicts them for ranks on nodes."""
+    def simulate(spec: str) -> dict[tuple[int, str], float]:
+        out = subprocess.run([sys.executable, "-m", "mpicoll", "simulate", "--ranks", str(ranks),
+                              "--ranks-per-node", str(ranks // nodes), *model, "-m", spec,
+                              "-a", ",".join(names)],
+                             check=True, capture_output=True, text=True).stdout
+        rows = [line.split() for line in out.splitlines() if line[:1] != "#" and line.strip()]
+        return {(int(r[0]), r[4]): float(r[7]) for r in rows}
+
+    times = simulate(f"{min(sizes)}:{max(sizes)}")  # a factor-2 sweep, as bench's default
+    for size in sorted({s for s in sizes if (s, names[0]) not in times}):
+        times.update(simulate(f"{size}:{size}"))
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+")
-    parser.add_argument("--preset", default="this-machine", choices=sorted(costmodel.PRESETS))
+    parser.add_argument("--preset", default="this-machine", choices=PRESETS)
     parser.add_argument("--model", help="a tuning file instead of a preset")
     parser.add_argument("--min-bytes", type=int, default=65536)
     parser.add_argument("--within", type=float, default=0.2)
     parser.add_argument("--fitted-on", help="the sweep the model was fitted on (tune's output)")
     args = parser.parse_args()
-    model = tune.load(args.model) if args.model else costmodel.PRESETS[args.preset]
     measured: dict[tuple[int, str], list[float]] = {}
     layouts = set()
     for path in args.runs:
@@ -59,22 +77,24 @@ def main() -> None:
     if len(layouts) != 1:
         raise SystemExit(f"runs of different layouts: {sorted(layouts)}")
     (ranks, nodes), = layouts
-    layout = topology.blocks(ranks, ranks // nodes)
     names = list(dict.fromkeys(name for _, name in measured))
+    sizes = sorted({s for s, _ in measured if s >= args.min_bytes})
+    model = ["--model", args.model] if args.model else ["--preset", args.preset]
+    prediction = predicted(ranks, nodes, names, sizes, model) if sizes else {}
     print(f"# {len(args.runs)} run(s), {ranks} ranks on {nodes} node(s); model: "
           f"{args.model or args.preset}; times in µs, medians over runs; "
           f"ratio = predicted / measured")
     print(f"{'size(B)':>10} " + " ".join(f"{n:>26}" for n in names))
     hits = total = 0
     worst: list[tuple[float, int, str]] = []
-    for size in sorted({s for s, _ in measured if s >= args.min_bytes}):
+    for size in sizes:
         cells = []
         for name in names:
             if (size, name) not in measured:
                 cells.append(f"{'-':>26}")
                 continue
             got = statistics.median(measured[(size, name)])
-            want = costmodel.predict(name, size, layout, model) * 1e6
+            want = prediction[(size, name)]
             ratio = want / got
             total += 1
             hits += abs(ratio - 1) <= args.within

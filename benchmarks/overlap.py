@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per rank: ranks share cores
@@ -28,7 +29,6 @@ from mpi4py import MPI  # noqa: E402
 
 from mpicoll import h5  # noqa: E402
 from mpicoll.overlap import BucketManager, overlap_percent  # noqa: E402
-from mpicoll.progress import Progress  # noqa: E402
 
 ROW = np.dtype([("run", "i4"), ("bucket_mib", "f8"), ("buckets", "i4"), ("policy", "S8"),
                 ("impl", "S8"), ("codec", "S16"), ("ranks", "i4"), ("layers", "i4"), ("layer_mib", "f8"),
@@ -126,6 +126,32 @@ class _MPIRequest:
 
     def wait(self) -> None:
         self._request.Wait()
+
+
+class Progress:
+    """A progress line on stderr per finished repetition (``[done/total] ...``, redrawn in place
+    on a terminal); ``clear`` wipes it so that a table line can take its place."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.enabled = total, 0, enabled and total > 0
+        self.tty = sys.stderr.isatty()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if self.enabled:
+            line = f"[{self.done}/{self.total}] {label}"
+            sys.stderr.write(f"\r\033[K{line}" if self.tty else line + "\n")
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def timed(comm, fn) -> float:

@@ -12,9 +12,9 @@ def test_as_mpi4py_uses_a_communicator(run_cases, nprocs):
 
 
 @pytest.mark.parametrize("nprocs, example", [
-    (3, ["benchmarks/cg_poisson.py", "--n", "48"]),
-    (5, ["benchmarks/cg_poisson.py", "--n", "24"]),
-    (3, ["benchmarks/monte_carlo.py", "--bins", "100,20000", "--steps", "3"])])
+    (3, ["benchmarks/examples/cg_poisson.py", "--n", "48"]),
+    (5, ["benchmarks/examples/cg_poisson.py", "--n", "24"]),
+    (3, ["benchmarks/examples/monte_carlo.py", "--bins", "100,20000", "--steps", "3"])])
 def test_an_mpi4py_program_gives_the_same_answer_through_comm(mpirun, nprocs, example):
     """docs/porting.md's examples, natively and through mpicoll.Comm: the same iterations and
     solution (CG), the same bits (integer tallies); each exits 1 otherwise."""

@@ -152,14 +152,3 @@ def test_phases_prints_every_ranks_phases(mpirun):
     out = mpirun(2, "benchmarks/phases.py", "--algorithm", "ring", "--bytes", "64K", "--reps", "2",
                  timeout=60)
     assert "rank 1: total" in out and "reduce-scatter" in out and "allgather" in out, out
-
-
-def test_hybrid_chunks_compares_each_chunk_with_native(mpirun):
-    """benchmarks/hybrid_chunks.py (how hybrid's pipeline chunk sets its time), on 2 emulated
-    nodes of 2 ranks, where hybrid pipelines (it checks each chunk's sum itself)."""
-    out = mpirun(4, "benchmarks/hybrid_chunks.py", "--bytes", "1M", "--chunks", "64K,256K",
-                 "--reps", "2", env={"MPICOLL_RANKS_PER_NODE": "2"}, timeout=120)
-    rows = [line.split() for line in out.splitlines() if line.strip().endswith(tuple("0123456789"))
-            and not line.startswith("#")]
-    assert [row[0] for row in rows] == ["native", "64K", "256K"], out
-    assert all(float(row[1]) > 0 for row in rows), out

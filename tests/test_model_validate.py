@@ -1,6 +1,6 @@
-"""benchmarks/model_validate.py (issue 14): its counts, which docs/seed.md cites, from bench
+"""benchmarks/model_validate.py: its counts, which docs/seed.md cites, from bench
 tables made up here where the answer is known, and from the committed runs of the table in
-docs/seed.md."""
+docs/seed.md (docs/data/model-validation/)."""
 
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.mpi_free  # no MPI job: run under one MPI only (setup.cfg)
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "docs" / "results" / "issue14"
+RESULTS = REPO / "docs" / "data" / "model-validation"
 
 HEADER = """# mpicoll bench: 2 ranks on 1 node(s); MPICH Version:      5.0.2
 # float32 sum; 10 interleaved repetitions after 2 warm-up; ratio = median(mpicoll time / native time)
@@ -52,7 +52,7 @@ def test_the_fitted_sweep_is_counted_against_the_runs_median(tmp_path):
 @pytest.mark.parametrize("name, rows", [("p2", "75 of 77"), ("p4", "80 of 88"),
                                         ("e2x2", "76 of 77")])
 def test_the_figures_of_the_committed_runs(name, rows):
-    """The counts docs/seed.md gives for the table's runs (results/issue14/ceiling.txt)."""
+    """The counts docs/seed.md gives for the table's runs (RESULTS/ceiling.txt)."""
     summary = validate(str(RESULTS / f"{name}-1.txt"), str(RESULTS / f"{name}-2.txt"),
                        "--model", str(RESULTS / f"tuning-{name}.json"),
                        "--fitted-on", str(RESULTS / f"tune-{name}.txt"))

@@ -135,19 +135,6 @@ def test_a_truncated_message_is_named():
     assert "RETURNED DATA" not in out, out
 
 
-@pytest.mark.parametrize("benchmark", [
-    ["benchmarks/check_floor.py", "--reps", "1", "--bytes", "65536"],
-    ["benchmarks/check_cost.py", "--sizes", "8", "--reps", "1"],
-    ["benchmarks/check_prepare.py", "--bytes", "4096", "--reps", "2", "--batch", "3"]])
-def test_the_check_cost_benchmarks_still_run(mpirun, benchmark):
-    """They reach into the check's internals (a channel that compares nothing, verified kinds
-    forgotten, the preparation timed): check_floor.py had stopped running when the engine came
-    to ask a check whether it is pending. A repetition or two each, for what they print, not for
-    their figures."""
-    out = mpirun(2, *benchmark, timeout=60)
-    assert ("full" in out or "prepare" in out) and ("MPICH" in out or "Open MPI" in out), out
-
-
 def test_running_out_of_communicators_says_so():
     """Each communicator mpicoll runs on takes two more of MPI's; MPICH has 2048 context ids,
     so the 682nd communicator kept alive failed with an opaque "Other MPI error" from deep in

@@ -79,8 +79,8 @@ def sbatch(slurm, submit_dir, *args):
 def test_sbatch_runs_the_mpi4py_examples_native_and_through_mpicoll(slurm, tmp_path, example):
     """docs/porting.md's examples under srun: both runs give the same answer (else exit 1)."""
     script, *args = example.split()
-    wrap = (f'srun --kill-on-bad-exit=1 --mpi=pmi2 "$PYTHON" {REPO / "benchmarks" / script} '
-            + " ".join(args) + " --reps 1")
+    path = REPO / "benchmarks" / "examples" / script
+    wrap = f'srun --kill-on-bad-exit=1 --mpi=pmi2 "$PYTHON" {path} ' + " ".join(args) + " --reps 1"
     proc = subprocess.run(
         ["sbatch", "--wait", "--ntasks=2", "--time=5", "--output=example-%j.out", "--wrap", wrap],
         cwd=tmp_path, env=slurm.env(**job_env()), capture_output=True, text=True, timeout=TIMEOUT)

@@ -1,7 +1,7 @@
 """Monte-Carlo particle transport with per-step tallies, an mpi4py program run natively and
 through mpicoll.Comm (run under mpiexec or srun).
 
-    mpiexec -n 2 python benchmarks/monte_carlo.py [--bins 128,16384,131072] [--steps 20]
+    mpiexec -n 2 python benchmarks/examples/monte_carlo.py [--bins 128,16384,131072] [--steps 20]
 
 Particles enter a 1-D slab of thickness 10 (in mean free paths) at its left face; each flies an
 exponential distance, then is absorbed (probability 0.3) or scattered into a uniformly random
@@ -29,7 +29,11 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import mpicoll  # noqa: E402
-from mpicoll.bench import library  # noqa: E402
+
+
+def library() -> str:
+    """The MPI library in one line (Open MPI's ends in a NUL)."""
+    return MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0]
 
 THICKNESS, ABSORB = 10.0, 0.3
 

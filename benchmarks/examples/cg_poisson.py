@@ -1,7 +1,7 @@
 """Conjugate gradients for the 2-D Poisson problem, an mpi4py program run natively and through
 mpicoll.Comm (run under mpiexec or srun).
 
-    mpiexec -n 2 python benchmarks/cg_poisson.py [--n 256] [--reps 5]
+    mpiexec -n 2 python benchmarks/examples/cg_poisson.py [--n 256] [--reps 5]
 
 -Δu = 1 on the unit square, u = 0 on its edge, the 5-point stencil on an n × n grid of interior
 points; grid rows are split into blocks, one per rank; each iteration exchanges one halo row
@@ -28,7 +28,11 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import mpicoll  # noqa: E402
-from mpicoll.bench import library  # noqa: E402
+
+
+def library() -> str:
+    """The MPI library in one line (Open MPI's ends in a NUL)."""
+    return MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0]
 
 
 def solve(comm: MPI.Intracomm, n: int, tol: float = 1e-8, max_iter: int = 10_000
