@@ -11,7 +11,7 @@ __all__ = ["SPINS", "SHARED_CORE_SPINS", "spins", "complete", "threads_allow"]
 SPINS = range(32)
 """How many ``Test`` calls a waiting call spins before it blocks in ``Wait``: spinning answers
 sooner (with MPICH 5 at 2 ranks here, an 8 B ``MPI_Iallreduce`` completed by ``Test`` took
-0.84× ``MPI_Allreduce``'s time, by ``Wait`` 1.35×; ``benchmarks/waiting.py``)."""
+0.84× ``MPI_Allreduce``'s time, by ``Wait`` 1.35×; ``abc5a13:benchmarks/waiting.py``)."""
 
 SHARED_CORE_SPINS = range(4)
 """The same where ranks share cores (4 ranks on 2 here): a rank that only spins keeps the core

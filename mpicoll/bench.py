@@ -226,7 +226,7 @@ def measure(comm: MPI.Intracomm, calls: dict[Method, Callable[[], object]], sett
     # A new order every repetition, the same on every rank (seeded): no method always runs
     # first, nor always after the same other one, whose cache footprint it would inherit (a
     # rotation keeps the neighbours: "auto", always after MPI's own call, read up to 9% slower
-    # than "shm", the same plan: docs/results.md, "The order of the methods").
+    # than "shm", the same plan: docs/design/, git show abc5a13:docs/results.md, "The order of the methods").
     order = np.random.default_rng(len(names) * settings.iters)
     for rep in range(settings.iters):
         for i in order.permutation(len(names)):

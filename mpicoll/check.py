@@ -97,7 +97,7 @@ class Channel:
     communicator's context. It holds one check at a time (a call finishes its check before it
     returns). Every cycle saved here is a first call's, and a first call runs with cold caches
     after the data it moved, where Python costs far more than in a loop
-    (benchmarks/check_prepare.py): starting a check is one method, with no copy and no struct."""
+    (``git show abc5a13:benchmarks/check_prepare.py``): starting a check is one method, with no copy and no struct."""
 
     __slots__ = ("comm", "spins", "_sent", "_mine", "_values", "_persistent", "_request", "_about",
                  "_remember", "pending", "carried")

@@ -26,7 +26,7 @@ MPI's own allreduce pays one more term: MPICH allocates a scratch buffer the mes
 every call, which glibc maps afresh, at least from 64 MiB on, so that each call faults its pages in
 again (``Model.fresh`` per byte; mpicoll's algorithms keep their scratch). Measured at 2 ranks:
 native at 64 MiB took 49–60 ms as is and 34–35 ms with glibc told never to map
-(docs/results/issue14/native-fresh-pages.txt); ``tune`` fits it.
+(``git show abc5a13:docs/results/issue14/native-fresh-pages.txt``); ``tune`` fits it.
 
 A link that is a token bucket (``Model.burst``; the emulated cluster's) passes a burst at once
 and its rate only on average: a call then costs its time with the burst's share of its wire time
@@ -63,7 +63,7 @@ threshold (``DEFAULT_MMAP_THRESHOLD_MAX``, 32 MiB on 64-bit systems), which is i
 threshold, so the heap never keeps that much free. From 32 MiB up to here a block comes from
 the heap's free end or is mapped depending on what the process freed before (native at 32 MiB:
 7.6–8.0 ms in bench's sweeps, 27–30 ms run after 16 MiB alone; 15–16 ms with glibc told never
-to map: docs/results/issue14/native-fresh-pages.txt)."""
+to map: abc5a13:docs/results/issue14/native-fresh-pages.txt)."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,8 @@ class Model:
 BUILTIN = Model(
     # Fitted on the 2-core development machine (MPICH 5.0.2 wheel, one node, one rank per
     # core) by `mpiexec -bind-to core -n 2 python -m mpicoll tune -m 8:64M -f 2 -i 10`
-    # (docs/results/issue14/tuning-p2.json, refitted from that sweep by
-    # benchmarks/model_refit.py when the cache's edge and the fresh pages came in). "remote" is
+    # (abc5a13:docs/results/issue14/tuning-p2.json, refitted from that sweep by
+    # abc5a13:benchmarks/model_refit.py when the cache's edge and the fresh pages came in). "remote" is
     # not measured there: a 1 Gbit/s link's β and a TCP round trip's α, as the emulated cluster
     # has them (docs/cluster.md).
     alpha={"local": 1.78e-06, "remote": 60e-6},
@@ -380,7 +380,7 @@ EVENT_RANKS = 1024
 AUTO_EVENTS = 4_000
 """``auto``'s budget: it predicts on every rank at the first call of each size class, so it
 runs every rank's schedule only where that is cheap, in lockstep beyond (choosing at 64 MiB on
-8 × 8 ranks: 22.7 s with every rank's schedule, 1.8 s so; docs/results/issue12/auto-cost.txt)."""
+8 × 8 ranks: 22.7 s with every rank's schedule, 1.8 s so; abc5a13:docs/results/issue12/auto-cost.txt)."""
 
 
 def _events(size: int, first: Schedule, events: int | None = None) -> bool:

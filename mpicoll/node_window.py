@@ -48,7 +48,7 @@ _OFFSET = 2048
 destination 16 bytes past its source modulo 4096 runs about ten times slower here (4K aliasing in
 glibc's memcpy), and NumPy puts large arrays 16 bytes past a page boundary: a window starting
 on one made every copy out of it into such an array that slow (shm at 64-256 KiB on 2 ranks
-took up to 1.4 times as long as into an array elsewhere: benchmarks/page_offsets.py)."""
+took up to 1.4 times as long as into an array elsewhere: abc5a13:benchmarks/page_offsets.py)."""
 
 
 class NotOneNodeError(ValueError):

@@ -7,7 +7,7 @@ Off by default; turn it on around the code to observe::
     rec.records[-1].algorithm, rec.records[-1].phases
 
 When off, a call pays one attribute lookup. When on, a record costs a few microseconds per
-call plus two clock reads per round (docs/results.md gives the measured figure). Records
+call plus two clock reads per round. Records
 never change results. ``mpicoll.h5.write`` gathers them to rank 0 and appends them to HDF5.
 """
 

@@ -19,7 +19,7 @@ slower to a few percent faster than the allgather):
 Latency and time per byte come from the cost model in force on rank 0 (``mpicoll tune``'s, or
 the built-in one), across nodes or within one as the layout has them: they travel in the same
 table, so every rank decides alike. The CPU rates are this machine's, measured on a slow day
-(``benchmarks/sparse_breakdown.py``; docs/results.md). The record says which algorithm ran;
+(``git show abc5a13:benchmarks/sparse_breakdown.py``). The record says which algorithm ran;
 each path gives the same bits as that algorithm asked for by name.
 
 Only with error feedback: what the regions' second encode drops, the region's owner owes, and
