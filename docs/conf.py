@@ -25,7 +25,7 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "markdown"}
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "data"]  # data/: benchmarks/performance.sh output; its tables are included
 
 myst_heading_anchors = 3  # [text](page.md#a-heading) links work for headings down to ###
 

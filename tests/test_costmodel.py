@@ -264,7 +264,7 @@ def test_lockstep_agrees_with_events_where_ranks_do_alike(monkeypatch, name):
 def test_auto_runs_every_ranks_schedule_only_within_its_budget():
     """auto predicts on every rank at the first call of each size class: a hybrid of 64 MiB on
     8 x 8 ranks has 144 rounds but 3,584 messages per rank, and with all 64 schedules run auto
-    took 22.7 s to choose (docs/results/issue12/auto-cost.txt), so auto estimates it in
+    took 22.7 s to choose (docs/design/cost-model.md), so auto estimates it in
     lockstep, where the simulator runs them all. On layouts within its budget auto predicts
     exactly what the simulator does."""
     nodes = tuple(tuple(range(8 * k, 8 * k + 8)) for k in range(8))

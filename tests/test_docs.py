@@ -1,6 +1,7 @@
 """The documentation site builds without a single warning, and stays true to the code.
 
-The build needs docs/results.md, which the measurements provide; the code blocks of the pages
+The build needs docs/performance.md and the tables benchmarks/performance.sh writes under
+docs/data/performance/, which the page includes; the code blocks of the pages
 run for real (multi-rank ones under mpiexec), and the options, defaults and names the pages
 quote are compared with those of the code.
 """
@@ -38,13 +39,18 @@ def run(*argv: str, cwd: Path = REPO) -> str:
 
 @pytest.mark.docs
 def test_site_builds_without_warnings(tmp_path):
-    assert (DOCS / "results.md").exists(), "docs/results.md is missing: the toctree includes it"
+    assert (DOCS / "performance.md").exists(), "docs/performance.md is missing: the toctree includes it"
+    included = re.findall(r"```\{include\} (\S+)", page("performance.md"))
+    assert included, "performance.md includes no tables"
+    for path in included:
+        assert (DOCS / path).exists(), f"{path} is missing: run benchmarks/performance.sh"
     proc = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(DOCS),
          str(tmp_path / "html")],
         cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"sphinx failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
-    for name in ("index", "guide", "algorithms", "codecs", "measuring", "hdf5", "cluster", "results", "api"):
+    for name in ("index", "guide", "algorithms", "codecs", "measuring", "hdf5", "cluster", "performance",
+                 "api", "design/fast-path", "design/cost-model"):
         assert (tmp_path / "html" / f"{name}.html").exists(), name
 
 
@@ -69,6 +75,17 @@ def test_quoted_constants_match_the_code():
     assert f"`{CODEC_ENV}`" in page("guide.md")
     for name in codecs.available():  # every registered codec is described and offered
         assert f"`{name}`" in page("codecs.md") and f'"{name}"' in page("guide.md"), name
+
+
+def test_docs_hold_no_scripts_patches_or_dated_folders():
+    """docs/ is for users: no scripts or patches beside the pages (they live in benchmarks/ or in
+    git history), no folder or file named after an issue or a date."""
+    for path in DOCS.rglob("*"):
+        relative = path.relative_to(DOCS)
+        if relative.parts[0] == "_build" or relative == Path("conf.py"):
+            continue
+        assert path.suffix not in {".py", ".sh", ".patch", ".diff"}, f"docs/{relative}"
+        assert not re.search(r"issue\d|\d{4}-\d{2}-\d{2}", str(relative)), f"docs/{relative}"
 
 
 def test_no_page_is_orphaned():

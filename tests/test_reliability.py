@@ -67,7 +67,7 @@ def test_threads_making_node_windows_at_once_then_exit(nprocs):
     """Four threads with communicators of their own each make node windows (``shm``) at once;
     at exit every window is freed collectively. Each rank ordered its frees by when it made the
     window, which threads make differ across ranks: the exit hung (Open MPI: 4 runs in 6 at 3
-    ranks, docs/results/issue11/threads-windows.txt). Now the order is agreed when a window is
+    ranks, docs/design/node-window.md). Now the order is agreed when a window is
     made. One run each: it is a race, which such runs caught before."""
     code, out = launch(nprocs, str(PROGRAMS / "threads_windows.py"), env=OPEN_MPI_THREADS_ENV,
                        timeout=30)
