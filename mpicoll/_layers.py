@@ -7,7 +7,7 @@ implicit one of a submodule on its package. Names are modules relative to ``mpic
 """
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("_layers", "_version", "_env", "_array", "_mpi", "cuda_aware", "progress")),
+    ("base", ("_layers", "_version", "_plugins", "_env", "_array", "_mpi", "cuda_aware", "progress")),
     ("data", ("ops", "schedule", "local", "timing", "codecs", "codecs.*")),
     ("plans", ("algorithm", "algorithm.base", "algorithm.registry", "algorithm.ring",
                "algorithm.compressed_ring", "algorithm.tree", "algorithm.recursive_doubling",

@@ -14,7 +14,8 @@ from ._array import MIXED, Array, address, array_module, writeable
 from . import builtin, execution  # noqa: F401  (importing builtin registers the algorithms)
 from .algorithm import Algorithm, Options, native, registry, select
 from .execution import Call
-from .persistent import BoundNative, BoundRounds, PersistentRequest
+from .algorithm.native import NativeExecution
+from .persistent import BoundRounds, PersistentRequest
 from .request import Request
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "choose_algorithm",
@@ -62,20 +63,21 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
     A call like the previous blocking one (same comm, op, algorithm, no codec, NumPy arrays of
     the same dtype, shape and strides) takes a fast path: see :mod:`mpicoll.fastpath`.
     """
-    shortcut = fastpath.last
-    if shortcut is not None and codec is None:
-        result = shortcut.run(sendbuf, recvbuf, op, algorithm, comm)
+    if codec is None:
+        shortcut = fastpath.last_run
+        if shortcut is not None:
+            result = shortcut.run(sendbuf, recvbuf, op, algorithm, comm)
+            if result is not None:
+                return result
+        result = fastpath.run(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
             return result
-        result = fastpath.retry(sendbuf, recvbuf, op, algorithm, comm)
-        if result is not None:
-            return result
-    request, shortcut, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
+    request, lowered, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
     result = request.wait()
     if p.carried:
         _checked_now(p)  # its barrier had the verdict (or it had none: now)
-    if shortcut is not None:
-        fastpath.keep(shortcut)
+    if lowered is not None:
+        fastpath.keep(lowered, blocking=True)
     return result
 
 
@@ -85,14 +87,17 @@ def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum
     """Start the allreduce ``allreduce`` describes and return a :class:`Request` for it.
 
     A call like an earlier nonblocking one (as for ``allreduce``'s fast path) skips the
-    checks and the choices that call made: see :class:`mpicoll.fastpath.Starter`."""
-    if codec is None and fastpath.starters:
-        request = fastpath.start(sendbuf, recvbuf, op, algorithm, comm)
+    checks and the choices that call made: see :class:`mpicoll.fastpath.LoweredCall`."""
+    if codec is None:
+        lowered = fastpath.last_start
+        request = None if lowered is None else lowered.start(sendbuf, recvbuf, op, algorithm, comm)
+        if request is None:
+            request = fastpath.start(sendbuf, recvbuf, op, algorithm, comm)
         if request is not None:
             return request
-    request, starter, _ = _start(sendbuf, recvbuf, op, algorithm, comm, codec)
-    if starter is not None:
-        fastpath.keep_starter(starter)
+    request, lowered, _ = _start(sendbuf, recvbuf, op, algorithm, comm, codec)
+    if lowered is not None:
+        fastpath.keep(lowered, blocking=False)
     return request
 
 
@@ -109,20 +114,16 @@ def allreduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
     _checked_now(prepared)
     send, recv, op_, chosen, ctx, path, call = prepared.send, prepared.recv, prepared.op, \
         prepared.chosen, prepared.ctx, prepared.path, prepared.call
-    bound: BoundRounds | BoundNative | None = None
-    plan = _plain_plan(prepared)
+    bound: BoundRounds | NativeExecution | None = None
     if prepared.codec is None and path.name == "host":
-        if chosen.mpi:
-            bound = BoundNative(call.send, call.recv, op_, ctx.comm,
-                                address(call.send) == address(call.recv), ctx.spins)
-        elif plan is not None and plan.lowered is not None:
-            tmp = np.empty(plan.schedule.tmp_count, send.dtype)
-            schedule = plan.schedule  # (a node window: made or grown here, collectively)
-            window = ctx.node_window(schedule.node) if schedule.node_count else None
-            bound = BoundRounds(plan.lowered, (call.send, call.recv, tmp), ctx.comm,
-                                call.tags[0], op_, schedule, window)
+        lowered = fastpath.LoweredCall((op, algorithm, comm), send, recv is send, ctx, op_,
+                                       chosen, prepared.kind, prepared.bits, call.options, path,
+                                       _plain_plan(prepared))
+        bound = lowered.persistent(call.send, call.recv, native.in_place(call.send, call.recv),
+                                   call.tags[0] if call.tags else 0)
     return PersistentRequest(recv, chosen.name, prepared.spec, path.name, prepared.kind,
-                             prepared.number, ctx, bound, lambda: execution.start(chosen, call), call.tags)
+                             prepared.number, ctx, bound, lambda: execution.start(chosen, call),
+                             call.tags)
 
 
 class _Prepared(NamedTuple):
@@ -196,9 +197,9 @@ def _checked_now(p: _Prepared) -> None:
 
 def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec: Any,
            blocking: bool = False) -> tuple[Request, Any, _Prepared]:
-    """Start the call; also a shortcut for calls like it, if any (a ``fastpath.Shortcut`` for a
-    ``blocking`` one, else a ``fastpath.Starter``). A check the call's barrier carries
-    (``carried``) has its verdict when the request completes."""
+    """Start the call; also a lowered call for calls like it, if any (``fastpath.LoweredCall``).
+    A check the call's barrier carries (``carried``) has its verdict when the request
+    completes."""
     p = _prepare(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=blocking)
     request = Request(p.recv, p.chosen.name, p.spec, p.path.name, p.call.record, p.kind,
                       p.number, p.ctx)
@@ -209,14 +210,12 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
         if not p.carried:  # (a carried one is this rank's barrier: not passed if it failed)
             _checked_now(p)  # every rank started the check: every rank completes it
     inflight.add(request)  # and post its first round now
-    shortcut: fastpath.Shortcut | fastpath.Starter | None = None
+    lowered: fastpath.LoweredCall | None = None
     if p.codec is None and p.call.record is None and p.path.name == "host":
-        args = (op, algorithm, comm)
-        shortcut = fastpath.Shortcut.make(args, sendbuf, p.recv, p.ctx, p.bits, p.op, p.chosen,
-                                          _plain_plan(p)) if blocking else \
-            fastpath.Starter.make(args, sendbuf, p.recv, p.ctx, p.op, p.chosen, p.kind, p.bits,
-                                  p.call.options, p.path, _plain_plan(p))
-    return request, shortcut, p
+        lowered = fastpath.LoweredCall.make((op, algorithm, comm), sendbuf, p.recv, p.ctx, p.op,
+                                            p.chosen, p.kind, p.bits, p.call.options, p.path,
+                                            _plain_plan(p))
+    return request, lowered, p
 
 
 def _plain_plan(p: _Prepared) -> context.CachedPlan | None:

@@ -451,11 +451,15 @@ class BoundStage(_InWindow):
     def __init__(self, rounds: tuple, tag: int, op: Op, schedule: Schedule,
                  window: NodeWindow | None = None):
         self._take(rounds)
-        self._op, self._schedule, self._tag = op, schedule, tag
+        self._op, self._schedule = op, schedule
         self._window = window
-        self._next = 0
         self._pending: list[MPI.Request] | None = None
-        self.progressed = time.monotonic()
+        self._rewind(tag)
+
+    def _rewind(self, tag: int) -> None:
+        """Ready to run the rounds from the first, on ``tag`` (again, once done)."""
+        self._tag, self._next, self._pending = tag, 0, None
+        self.progressed = time.monotonic()  # (the watchdog's: a start is a move)
         self._queued = self._compare = self._overlap = False
         self._stamp: int | None = tag
 
@@ -561,7 +565,7 @@ class BoundStage(_InWindow):
 class BoundExecution(BoundStage):
     """One run of rounds from :func:`bind` on fresh ``Irecv``/``Isend`` requests, on its own
     scratch, given back to ``plan`` at the end: the nonblocking fast path's stage
-    (``mpicoll.fastpath.Starter``)."""
+    (``mpicoll.fastpath.LoweredCall.start``)."""
 
     __slots__ = ("_messages", "_comm", "_plan", "_scratch")
 
@@ -576,6 +580,13 @@ class BoundExecution(BoundStage):
         receives, sends = self._messages[index]
         return [comm.Irecv(spec, peer, tag) for spec, peer in receives] \
             + [comm.Isend(spec, peer, tag) for spec, peer in sends]
+
+    def again(self, tag: int, scratch: tuple) -> BoundExecution:
+        """Run the same rounds once more (done, on the same scratch given back by the last
+        run): a start of a loop's same arrays reuses its stage rather than building one."""
+        self._scratch = scratch
+        self._rewind(tag)
+        return self
 
     def _finished(self) -> None:
         self._plan.give_back(self._scratch)  # (not on a mismatch: MPI might still write it)

@@ -7,8 +7,10 @@ take the tags — and binds the plan to the caller's buffers: a plain schedule o
 becomes MPI persistent requests (``Send_init``/``Recv_init``, one per transfer, started round
 by round with ``Prequest.Startall``; a plan in the node window also bound to the window's
 memory, its barriers posted afresh at each start, which waits its turn in the window's queue),
-``native`` becomes ``MPI_Allreduce_init``. Anything else (a codec, device arrays) starts its
-executions afresh on the same buffers and tags.
+``native`` becomes ``MPI_Allreduce_init`` (:meth:`NativeExecution.persistent`). Anything else
+(a codec, device arrays) starts its executions afresh on the same buffers and tags. Which of
+these a request gets is decided by :meth:`mpicoll.fastpath.LoweredCall.persistent`, the
+object that also runs the blocking and nonblocking calls of its kind.
 
 Starts must come in the same order on every rank, and a request is started again only after
 it completed, as MPI requires of its persistent collectives. That is also why reusing the tags
@@ -21,11 +23,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from mpi4py import MPI
 
 from . import inflight
-from ._mpi import complete
+from .algorithm.native import NativeExecution
 from .engine import BoundStage, bind
 from .ops import Op
 from .request import Request
@@ -34,7 +35,7 @@ from .schedule import Schedule
 if TYPE_CHECKING:
     from .node_window import NodeWindow
 
-__all__ = ["PersistentRequest", "BoundRounds", "BoundNative"]
+__all__ = ["PersistentRequest", "BoundRounds"]
 
 
 class BoundRounds(BoundStage):
@@ -77,8 +78,11 @@ class BoundRounds(BoundStage):
         if window is not None and window.memory is not self._memory:  # the window grew
             self.free()
             self._bind()
+        # self._rewind(self._tag), inlined (a small start's budget is ~1 µs; the flags it also
+        # clears are clear after a completed run)
         self._next, self._pending = 0, None
         self._queued, self._stamp = False, self._tag
+        self.progressed = time.monotonic()  # (the watchdog's: a start is a move)
         if self._rounds and window is None:
             self._start()
         return self
@@ -99,57 +103,6 @@ class BoundRounds(BoundStage):
         return requests
 
 
-class BoundNative:
-    """``MPI_Allreduce_init`` on the caller's buffers: a stage, rerun by :meth:`restart`.
-
-    An average divides into ``recv`` first and reduces there in place, as ``native`` does.
-    """
-
-    __slots__ = ("_request", "_send", "_recv", "_factor", "_active", "_spins", "progressed")
-
-    def __init__(self, send: Any, recv: Any, op: Op, comm: MPI.Intracomm, in_place: bool,
-                 spins: range):
-        self._send, self._recv, self._spins = send, recv, spins
-        self._factor = 1 / comm.Get_size() if op.average else None
-        first = MPI.IN_PLACE if in_place or op.average else send
-        self._request = comm.Allreduce_init(first, recv, op.mpi)
-        self._active = False
-        self.progressed = time.monotonic()
-
-    def restart(self) -> BoundNative:
-        if self._factor is not None:
-            np.multiply(self._send, self._factor, out=self._recv, casting="unsafe")
-        self._request.Start()
-        self._active = True
-        return self
-
-    @property
-    def done(self) -> bool:
-        return not self._active
-
-    def pending(self) -> list[MPI.Request]:
-        return [self._request] if self._active else []
-
-    def completed(self, index: int, status: MPI.Status) -> None:
-        self._active = False
-
-    def where(self) -> str:
-        return "in MPI_Allreduce_init's request" if self._active else "finished"
-
-    def test(self) -> bool:
-        if self._active and self._request.Test():
-            self._active = False
-        return not self._active
-
-    def wait(self) -> None:
-        if self._active:
-            complete(self._request, self._spins)
-        self._active = False
-
-    def free(self) -> None:
-        self._request.Free()
-
-
 _NOTHING_AFTER: Any = iter(())  # a bound request's one stage is followed by nothing
 
 
@@ -161,7 +114,7 @@ class PersistentRequest(Request):
     __slots__ = ("_bound", "_restart", "_freed", "_tags")
 
     def __init__(self, result: Any, algorithm: str, codec: str, transport: str, kind: tuple,
-                 number: int, context: Any, bound: BoundRounds | BoundNative | None,
+                 number: int, context: Any, bound: BoundRounds | NativeExecution | None,
                  restart: Any, tags: tuple[int, ...]):
         super().__init__(result, algorithm, codec, transport, None, kind, number, context)
         self._bound = bound       # the plan bound to MPI persistent requests, if it could be
@@ -177,7 +130,8 @@ class PersistentRequest(Request):
         if not self.done:
             raise RuntimeError("start() while the previous start is in flight: wait() first")
         self.context.claim()  # ConcurrentUseError if another thread is in a collective here
-        self.context.hold(self._tags, self)
+        if self._tags:  # (MPI's own takes none)
+            self.context.hold(self._tags, self)
         self._error = None
         if self._bound is None:
             self.run(self._restart())

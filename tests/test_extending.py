@@ -98,3 +98,73 @@ def test_bench_runs_it(extended, mpirun):
                  "-a", "reverse-ring", "--no-progress", root=extended)
     rows = [line.split() for line in out.splitlines() if "reverse-ring" in line and not line.startswith("#")]
     assert len(rows) == 3 and all(row[-2] == "0" for row in rows), out  # #wrong is 0
+
+
+PLUGIN = '''"""An installed package's plugin: an algorithm and a codec mpicoll finds by entry point."""
+
+from mpicoll.algorithm import Algorithm, ring
+from mpicoll.codecs.fp16 import FP16
+
+
+def plan(b, layout, count, options, src, frames):
+    group = list(reversed(range(layout.size)))
+    ring.allreduce(b, group, group.index(layout.rank), 0, count, src, frames)
+
+
+ALGORITHM = Algorithm("plugin-ring", "the ring the other way round, from a plugin", plan=plan,
+                      compresses=frozenset({"dense"}), needs_commutative=True)
+
+
+class Half(FP16):
+    name = "plugin-half"
+    codec_id = 200
+'''
+
+USES_IT = '''
+import numpy as np
+from mpi4py import MPI
+import mpicoll
+
+x = np.arange(10.0) + MPI.COMM_WORLD.Get_rank()
+ref = np.empty_like(x)
+MPI.COMM_WORLD.Allreduce(x, ref)
+exact = mpicoll.allreduce(x, algorithm="plugin-ring")
+half = mpicoll.allreduce(x, algorithm="plugin-ring", codec="plugin-half")
+print("listed", "plugin-ring" in mpicoll.algorithms(),
+      "plugin-half" in mpicoll.codecs.available())
+print("equal", np.array_equal(exact, ref), np.allclose(half, ref, rtol=1e-3))
+'''
+
+
+def installed(tmp_path: Path, entry_points: str) -> Path:
+    """A directory that holds a distribution as pip installs one: its module and metadata
+    (``*.dist-info`` with ``entry_points.txt``), to put on sys.path."""
+    site = tmp_path / "site"
+    info = site / "mpicoll_toy_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "mpicoll_toy_plugin.py").write_text(PLUGIN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mpicoll-toy-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    return site
+
+
+def test_a_plugin_registers_through_entry_points(tmp_path, mpirun, monkeypatch):
+    """An installed package declares an algorithm and a codec (entry point groups
+    ``mpicoll.algorithms`` and ``mpicoll.codecs``): they are listed and run on 3 ranks, the
+    algorithm's sum equal to MPI's, with no line of mpicoll changed."""
+    site = installed(tmp_path, "[mpicoll.algorithms]\nplugin-ring = mpicoll_toy_plugin:ALGORITHM\n"
+                               "[mpicoll.codecs]\nplugin-half = mpicoll_toy_plugin:Half\n")
+    (tmp_path / "uses_it.py").write_text(USES_IT)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    out = mpirun(3, str(tmp_path / "uses_it.py"))
+    assert out.count("listed True True") == 3 and out.count("equal True True") == 3, out
+
+
+@pytest.mark.mpi_free
+def test_a_broken_plugin_is_named(tmp_path):
+    site = installed(tmp_path, "[mpicoll.algorithms]\nbroken = no_such_module:ALGORITHM\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])}
+    proc = subprocess.run([sys.executable, "-c", "import mpicoll; mpicoll.algorithms()"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "plugin 'broken' (no_such_module:ALGORITHM" in proc.stderr, \
+        proc.stderr[-2000:]

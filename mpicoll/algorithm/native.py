@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any, Iterator
 from mpi4py import MPI
 
 from .._array import array_module
-from .._mpi import complete
+from .._mpi import SPINS, complete
 from ..execution import Call
 from .base import Algorithm
 
 if TYPE_CHECKING:
     from ..ops import Op
 
-__all__ = ["ALGORITHM", "NativeExecution", "exact", "first_buffer"]
+__all__ = ["ALGORITHM", "NativeExecution", "exact", "first_buffer", "send_argument", "divide_into",
+           "in_place"]
 
 _OPEN_MPI = MPI.Get_library_version().startswith("Open MPI")
 
@@ -38,38 +39,84 @@ def exact(dtype) -> bool:
     return not (_OPEN_MPI and dtype.kind in "iu" and dtype.itemsize <= 2)
 
 
-def first_buffer(send: Any, recv: Any, op: Op, size: int) -> Any:
+def send_argument(send: Any, in_place: bool, op: Op) -> Any:
     """What MPI takes as the send buffer: ``MPI_IN_PLACE`` in place, and for an average, whose
-    contribution is divided into ``recv`` first, as the prologue of every schedule does."""
+    contribution :func:`divide_into` the result first, as the prologue of every schedule does.
+    Decided once per kind of call (the fast path, a persistent request) or per call
+    (:func:`first_buffer`)."""
+    return MPI.IN_PLACE if in_place or op.average else send
+
+
+def divide_into(send: Any, recv: Any, size: int) -> None:
+    """An average's first step: this rank's contribution, divided by p, into the result."""
+    array_module(send).multiply(send, 1 / size, out=recv, casting="unsafe")
+
+
+def in_place(send: Any, recv: Any) -> bool:
+    """Whether a call's (flat) arrays are one: they are one or apart (checked), so sharing
+    memory means in place (and costs a fifth of comparing addresses, which NumPy builds a dict
+    for)."""
+    return bool(array_module(send).may_share_memory(send, recv))
+
+
+def first_buffer(send: Any, recv: Any, op: Op, size: int) -> Any:
+    """:func:`send_argument` for one call (an average divided into ``recv`` now)."""
     if op.average:
-        array_module(send).multiply(send, 1 / size, out=recv, casting="unsafe")
-        return MPI.IN_PLACE
-    # Flat views of the call's arrays, which are one array or apart (checked): sharing memory
-    # means in place (and costs a fifth of comparing addresses, which NumPy builds a dict for).
-    return MPI.IN_PLACE if array_module(send).may_share_memory(send, recv) else send
+        divide_into(send, recv, size)
+    return send_argument(send, in_place(send, recv), op)
 
 
 class NativeExecution:
-    """One ``MPI_Iallreduce``, shaped like :class:`~mpicoll.engine.Execution` for the request
-    and the progress engine: posted by its first ``test`` or ``wait``, as an execution posts
-    its first round (a call's fingerprint check completes before anything is posted)."""
+    """MPI's own nonblocking allreduce as one stage, shaped like
+    :class:`~mpicoll.engine.Execution` for the request and the progress engine. Three ways in:
+    a call's ``MPI_Iallreduce``, posted by its first ``test`` or ``wait`` (as an execution posts
+    its first round: a call's fingerprint check completes before anything is posted); one
+    :meth:`posted` already (the nonblocking fast path's); a :meth:`persistent` one, on
+    ``MPI_Allreduce_init``'s request, rerun by :meth:`restart`."""
 
-    __slots__ = ("_call", "_request", "_record", "_spins", "progressed")
+    __slots__ = ("_call", "_request", "_record", "_spins", "progressed", "_persistent",
+                 "_divide")
 
-    def __init__(self, call: Call):
-        self._call: Call | None = call  # until posted
-        self._request: MPI.Request | None = None
-        self._record = call.record
-        self._spins = call.ctx.spins
+    def __init__(self, call: Call | None, request: MPI.Request | None = None,
+                 spins: range = SPINS):
+        self._call = call  # until posted
+        self._request = request
+        self._record = None if call is None else call.record
+        self._spins = spins if call is None else call.ctx.spins
         self.progressed = time.monotonic()
+        self._persistent: Any = None  # MPI_Allreduce_init's request, if persistent
+        self._divide: tuple | None = None  # (send, recv, size): an average's, at each restart
 
     @classmethod
     def posted(cls, request: MPI.Request, spins: range) -> NativeExecution:
-        """One posted already, with nothing to record (``mpicoll.fastpath.Starter``'s)."""
-        execution = cls.__new__(cls)
-        execution._call, execution._request, execution._record = None, request, None
-        execution._spins, execution.progressed = spins, time.monotonic()
+        """One posted already, with nothing to record (``mpicoll.fastpath.LoweredCall``'s)."""
+        return cls(None, request, spins)
+
+    @classmethod
+    def persistent(cls, send: Any, recv: Any, in_place: bool, op: Op, comm: MPI.Intracomm,
+                   spins: range) -> NativeExecution:
+        """``MPI_Allreduce_init`` on the caller's buffers, not started: :meth:`restart` it."""
+        execution = cls(None, None, spins)
+        size = comm.Get_size()
+        execution._persistent = comm.Allreduce_init(send_argument(send, in_place, op), recv,
+                                                    op.mpi)
+        execution._divide = (send, recv, size) if op.average else None
         return execution
+
+    def restart(self) -> NativeExecution:
+        """Start the persistent request again (an average divided into the result first)."""
+        if self._divide is not None:
+            divide_into(*self._divide)
+        self._persistent.Start()
+        self._request = self._persistent
+        self.progressed = time.monotonic()  # (the watchdog's: it moved now, not at init)
+        return self
+
+    def free(self) -> None:
+        """Release a persistent request (after its last wait)."""
+        if self._persistent is not None:
+            self._persistent.Free()
+            self._persistent = None
 
     @property
     def done(self) -> bool:
@@ -79,8 +126,10 @@ class NativeExecution:
         return [] if self._request is None else [self._request]
 
     def where(self) -> str:
-        return "in MPI_Iallreduce" if self._request is not None else \
-            "not started" if self._call is not None else "finished"
+        if self._request is not None:
+            return "in MPI_Allreduce_init's request" if self._persistent is not None \
+                else "in MPI_Iallreduce"
+        return "not started" if self._call is not None else "finished"
 
     def test(self) -> bool:
         self._post()
@@ -89,10 +138,14 @@ class NativeExecution:
         return self.done
 
     def wait(self) -> None:
-        self._post()
-        if self._request is not None:
-            complete(self._request, self._spins)
-            self._finished()
+        if self._call is not None:
+            self._post()
+        request = self._request
+        if request is not None:
+            complete(request, self._spins)
+            self._request = None  # _finished(), inlined: a persistent start's budget is ~1 µs
+            if self._record is not None:
+                self._record.t1 = MPI.Wtime()
 
     def completed(self, index: int, status: MPI.Status) -> None:
         """Completed by the progress engine's ``Waitany``."""
@@ -107,7 +160,6 @@ class NativeExecution:
 
     def _finished(self) -> None:
         self._request = None
-        self.progressed = time.monotonic()
         if self._record is not None:
             self._record.t1 = MPI.Wtime()
 

@@ -76,6 +76,11 @@ class BlockingExecution(NativeExecution):
         finally:
             request.Complete()
 
+    def wait(self) -> None:
+        super().wait()
+        if self._error is not None:
+            raise self._error
+
     def _finished(self) -> None:
         super()._finished()
         if self._error is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import _plugins
 from .base import Algorithm
 
 __all__ = ["register", "get", "registered", "names", "generation", "UnknownAlgorithmError"]
@@ -9,6 +10,8 @@ __all__ = ["register", "get", "registered", "names", "generation", "UnknownAlgor
 _BY_NAME: dict[str, Algorithm] = {}
 AUTO = "auto"
 _generation = 0  # registrations so far: what caches of choices among the algorithms key on
+PLUGINS = "mpicoll.algorithms"  # the entry point group other packages' algorithms are in
+_plugins_loaded = False
 
 
 class UnknownAlgorithmError(ValueError):
@@ -33,17 +36,29 @@ def generation() -> int:
     return _generation
 
 
+def _load_plugins() -> None:
+    """Register the installed plugins' algorithms (:mod:`mpicoll._plugins`), once."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        _plugins.load(PLUGINS, register)
+
+
 def get(name: str) -> Algorithm:
-    """The algorithm called ``name``."""
-    try:
-        return _BY_NAME[name]
-    except (KeyError, TypeError):
+    """The algorithm called ``name`` (a plugin's too)."""
+    algorithm = _BY_NAME.get(name) if isinstance(name, str) else None
+    if algorithm is None and isinstance(name, str):
+        _load_plugins()
+        algorithm = _BY_NAME.get(name)
+    if algorithm is None:
         raise UnknownAlgorithmError(f"unknown algorithm {name!r}; choose one of "
-                                    f"{names() + (AUTO,)}") from None
+                                    f"{names() + (AUTO,)}")
+    return algorithm
 
 
 def registered() -> tuple[Algorithm, ...]:
     """Every algorithm, in registration order."""
+    _load_plugins()
     return tuple(_BY_NAME.values())
 
 
@@ -52,6 +67,7 @@ def names(*, plain: bool | None = None, compresses: str | None = None,
     """Names of the registered algorithms, optionally only those that run without a codec
     (``plain=True``), that run codecs of a kind (``compresses="dense"`` or ``"sparse"``), or
     that have a schedule of their own (``planned=True``: not ``native``, MPI's)."""
+    _load_plugins()
     return tuple(a.name for a in _BY_NAME.values()
                  if (plain is None or a.plain == plain)
                  and (compresses is None or compresses in a.compresses)

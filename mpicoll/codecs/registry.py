@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from .. import _plugins
 from .abc import Codec
 from .bf16 import BF16
 from .feedback import ErrorFeedback
@@ -27,6 +28,8 @@ _FEEDBACK = "+ef"
 
 _BY_NAME: dict[str, type[Codec]] = {}
 _BY_ID: dict[int, type[Codec]] = {}
+PLUGINS = "mpicoll.codecs"  # the entry point group other packages' codec classes are in
+_plugins_loaded = False
 
 CodecClass = TypeVar("CodecClass", bound=type[Codec])
 
@@ -58,18 +61,29 @@ def register(cls: CodecClass) -> CodecClass:
     return cls
 
 
+def _load_plugins() -> None:
+    """Register the installed plugins' codecs (:mod:`mpicoll._plugins`), once."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        _plugins.load(PLUGINS, register)
+
+
 def available() -> tuple[str, ...]:
-    """Names of the registered codecs."""
+    """Names of the registered codecs (a plugin's too)."""
+    _load_plugins()
     return tuple(_BY_NAME)
 
 
 def codec_class(name: str) -> type[Codec]:
     """The codec class registered as ``name``; UnknownCodecError for any other name."""
-    try:
-        return _BY_NAME[name]
-    except (KeyError, TypeError):
-        raise UnknownCodecError(f"unknown codec {name!r}; available: {', '.join(_BY_NAME)}") \
-            from None
+    cls = _BY_NAME.get(name) if isinstance(name, str) else None
+    if cls is None and isinstance(name, str):
+        _load_plugins()
+        cls = _BY_NAME.get(name)
+    if cls is None:
+        raise UnknownCodecError(f"unknown codec {name!r}; available: {', '.join(available())}")
+    return cls
 
 
 def get(name: str, **params: Any) -> Codec:
@@ -85,10 +99,11 @@ def from_config(config: dict[str, Any]) -> Codec:
 
 def class_for_id(codec_id: int) -> type[Codec]:
     """The codec class that writes frames with ``codec_id``; CodecError for an unknown id."""
-    try:
-        return _BY_ID[codec_id]
-    except KeyError:
-        raise CodecError(f"unknown codec id {codec_id}") from None
+    if codec_id not in _BY_ID:
+        _load_plugins()
+        if codec_id not in _BY_ID:
+            raise CodecError(f"unknown codec id {codec_id}")
+    return _BY_ID[codec_id]
 
 
 def parse(spec: str) -> Codec | ErrorFeedback | None:

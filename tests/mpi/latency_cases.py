@@ -19,6 +19,11 @@ from mpicoll.algorithm import names
 PLAIN = list(names(plain=True)) + ["auto"]
 
 
+def lowered():
+    """The lowered calls COMM_WORLD's context keeps, most recent first."""
+    return context.of(WORLD).lowered
+
+
 @pytest.mark.parametrize("algorithm", PLAIN)
 @pytest.mark.parametrize("inplace", [False, True], ids=["out-of-place", "in-place"])
 def test_repeated_calls_mixing_fast_and_full_paths(algorithm, inplace):
@@ -38,7 +43,7 @@ def test_repeated_calls_mixing_fast_and_full_paths(algorithm, inplace):
                     ref = ref / p
                 send, recv = (x, out)
                 if rank % 2 and i % 2:
-                    fastpath.forget()
+                    context.of(WORLD).forget_lowered()
                     send, recv = x[:], out[:]
                 result = mpicoll.allreduce(send, send if inplace else recv, op=op,
                                            algorithm=algorithm)
@@ -72,14 +77,14 @@ def test_the_fast_path_is_taken():
     that differs (another count) makes its own, and the first one is found again."""
     x = np.ones(10)
     mpicoll.allreduce(x, algorithm="ring")
-    first = fastpath.last
+    first = lowered()[0]
     mpicoll.allreduce(x, algorithm="ring")
-    assert fastpath.last is first and first is not None
+    assert lowered()[0] is first and fastpath.last_run is first
     mpicoll.allreduce(np.ones(11), algorithm="ring")
-    second = fastpath.last
+    second = lowered()[0]
     assert second is not first
-    mpicoll.allreduce(x, algorithm="ring")  # alternating kinds keep their shortcuts
-    assert fastpath.last is first and fastpath.older[0] is second
+    mpicoll.allreduce(x, algorithm="ring")  # alternating kinds keep their lowered calls
+    assert lowered()[:2] == [first, second]
 
 
 
@@ -89,19 +94,20 @@ def test_a_loop_over_twelve_kinds_of_call_stays_on_the_fast_path():
     arrays = [np.ones(count) for count in range(1, 13)]
     for x in arrays:
         mpicoll.allreduce(x, algorithm="ring")
-    made = {id(shortcut) for shortcut in [fastpath.last, *fastpath.older]}
+    made = set(map(id, lowered()))
     for _ in range(3):
         for x in arrays:
             result = mpicoll.allreduce(x, algorithm="ring")
             assert np.all(result == WORLD.Get_size())
-            assert id(fastpath.last) in made, f"a call of {x.size} elements missed its shortcut"
+            assert id(fastpath.last_run) in made, f"a call of {x.size} elements missed its lowered call"
+    assert set(map(id, lowered())) == made
 
 def test_views_take_the_fast_path_unless_they_overlap():
     x, y, z = np.ones(10), np.empty(10), np.ones(20)
     mpicoll.allreduce(x, y, algorithm="ring")
-    mine = fastpath.last
+    mine = fastpath.last_run
     mpicoll.allreduce(z[:10], z[10:], algorithm="ring")  # new views, apart: still the fast path
-    assert fastpath.last is mine and np.all(z[10:] == WORLD.Get_size())
+    assert fastpath.last_run is mine and np.all(z[10:] == WORLD.Get_size())
     with pytest.raises(ValueError, match="overlaps"):  # the full path refuses, on every rank
         mpicoll.allreduce(z[:10], z[5:15], algorithm="ring")
 
@@ -173,10 +179,10 @@ def test_reload_environment():
     with environment(MPICOLL_ALGORITHM="tree"):
         mpicoll.allreduce(x)
         mpicoll.allreduce(x)
-        first = fastpath.last.name
+        first = fastpath.last_run.name
     with environment(MPICOLL_ALGORITHM="ring"):
         mpicoll.allreduce(x)
-        second = fastpath.last.name
+        second = fastpath.last_run.name
     assert (first, second) == ("tree", "ring")
 
 
@@ -245,7 +251,7 @@ def test_repeated_nonblocking_calls_mixing_starters_and_full_paths(algorithm):
                 if op == "avg":
                     refs = [r / p for r in refs]
                 if rank % 2 and i % 2:
-                    fastpath.forget()
+                    context.of(WORLD).forget_lowered()
                 requests = [mpicoll.iallreduce(x, out, op=op, algorithm=algorithm),
                             mpicoll.iallreduce(y, y, op=op, algorithm=algorithm),
                             mpicoll.iallreduce(x, op=op, algorithm=algorithm)]
@@ -271,15 +277,15 @@ def test_the_nonblocking_starter_is_taken(monkeypatch):
     monkeypatch.setattr(api, "_prepare", lambda *a, **k: prepared.append(1) or full(*a, **k))
     x = np.ones(10)
     mpicoll.iallreduce(x, algorithm="ring").wait()
-    first = fastpath.starters[0]
+    first = lowered()[0]
     results = [mpicoll.iallreduce(x, algorithm="ring") for _ in range(3)]
-    taken = len(prepared) == 1 and fastpath.starters[0] is first
+    taken = len(prepared) == 1 and lowered()[0] is first
     mpicoll.iallreduce(np.ones(10, np.float32), algorithm="ring").wait()
-    second = fastpath.starters[0]
+    second = lowered()[0]
     again = mpicoll.iallreduce(x, algorithm="ring").wait()
     p = WORLD.Get_size()
     assert_everywhere(WORLD, taken and len(prepared) == 2 and second is not first
-                      and fastpath.starters[:2] == [first, second]
+                      and lowered()[:2] == [first, second]
                       and all(np.all(r.wait() == p) for r in results) and np.all(again == p),
                       f"prepared {len(prepared)} times")
 
@@ -291,14 +297,94 @@ def test_a_freed_communicator_gets_the_full_paths_error():
     for _ in range(2):
         mpicoll.allreduce(x, comm=comm, algorithm="rd")
         mpicoll.iallreduce(x, comm=comm, algorithm="rd").wait()
+    made = context.of(comm).lowered[0]
     comm.Free()
+    assert context.known(comm) is None and made.comm is not comm  # retired with its context
     with pytest.raises(TypeError, match="COMM_NULL"):
         mpicoll.allreduce(x, comm=comm, algorithm="rd")
     with pytest.raises(TypeError, match="COMM_NULL"):
         mpicoll.iallreduce(x, comm=comm, algorithm="rd")
 
 
+def test_each_communicator_keeps_its_own_lowered_calls():
+    """Twelve kinds of call on each of two communicators, alternately (24 kinds in all, more
+    than a process-wide list of 16 could hold): neither evicts the other's, every call after
+    the first pass finds its communicator's lowered call and none is made again."""
+    other, p = WORLD.Dup(), WORLD.Get_size()
+    try:
+        arrays = [np.ones(count) for count in range(1, 13)]
+        made: dict[int, list] = {id(WORLD): [], id(other): []}
+        for comm in (WORLD, other):
+            for x in arrays:
+                mpicoll.allreduce(x, algorithm="ring", comm=comm)
+                made[id(comm)].append(fastpath.last_run)
+        ok = not set(map(id, made[id(WORLD)])) & set(map(id, made[id(other)]))
+        for _ in range(2):
+            for comm in (WORLD, other):
+                for x, mine in zip(arrays, made[id(comm)]):
+                    ok &= bool(np.all(mpicoll.allreduce(x, algorithm="ring", comm=comm) == p))
+                    ok &= fastpath.last_run is mine and mine in context.of(comm).lowered
+        assert_everywhere(WORLD, ok, "a communicator's lowered calls were made again or lost")
+    finally:
+        other.Free()
+
+
+def test_one_lowered_call_serves_the_blocking_and_the_nonblocking_call(monkeypatch):
+    """After a blocking call of a kind, an iallreduce of that kind starts from the same
+    lowered call, without the full path's preparation, and the other way round."""
+    from mpicoll import api
+    prepared = []
+    full = api._prepare
+    monkeypatch.setattr(api, "_prepare", lambda *a, **k: prepared.append(1) or full(*a, **k))
+    p = WORLD.Get_size()
+    for algorithm in ("ring", "native", "shm"):
+        x, y = np.ones(23), np.ones(29)
+        mpicoll.allreduce(x, algorithm=algorithm)
+        first = lowered()[0]
+        ok = np.all(mpicoll.iallreduce(x, algorithm=algorithm).wait() == p)
+        mpicoll.iallreduce(y, algorithm=algorithm).wait()
+        second = lowered()[0]
+        ok &= np.all(mpicoll.allreduce(y, algorithm=algorithm) == p)
+        assert_everywhere(WORLD, ok and len(prepared) == 2 and lowered()[:2] == [second, first],
+                          f"{algorithm}: prepared {len(prepared)} times")
+        prepared.clear()
+
+
+def test_a_change_of_environment_retires_the_lowered_calls_of_every_communicator():
+    other, x = WORLD.Dup(), np.ones(6)
+    try:
+        for comm in (WORLD, other):
+            mpicoll.allreduce(x, algorithm="rd", comm=comm)
+        made = [context.of(comm).lowered[0] for comm in (WORLD, other)]
+        mpicoll.reload_environment()
+        retired = all(not context.of(comm).lowered and made[i].comm is not comm
+                      for i, comm in enumerate((WORLD, other)))
+        again = mpicoll.allreduce(x, algorithm="rd", comm=other)
+        assert_everywhere(WORLD, retired and np.all(again == WORLD.Get_size())
+                          and context.of(other).lowered[0] is not made[1],
+                          "lowered calls outlived a change of environment")
+    finally:
+        other.Free()
+
+
 # ---- allreduce_init
+
+@pytest.mark.parametrize("algorithm", ["native", "rd", "shm"])
+def test_a_persistent_start_is_progress_for_the_watchdog(algorithm):
+    """The watchdog counts a request's quiet time from its stage's last move: a start after a
+    pause is a move (else a wait right after it would look stuck for the whole pause)."""
+    waits = WORLD.Get_rank() > 0  # for rank 0, which starts late: its start cannot be done
+    with mpicoll.allreduce_init(np.ones(5), algorithm=algorithm) as request:
+        request.start()
+        request.wait()
+        time.sleep(0.3 if waits else 0.4)
+        request.start()
+        done = request.done
+        quiet = time.monotonic() - request.last_progress()
+        request.wait()
+    assert_everywhere(WORLD, (done and not waits) or quiet < 0.2,
+                      f"{algorithm}: quiet for {quiet:.2f} s after a start (done: {done})")
+
 
 @pytest.mark.parametrize("algorithm", PLAIN)
 def test_persistent_requests_reused(algorithm):

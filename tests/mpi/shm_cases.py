@@ -13,7 +13,7 @@ import pytest
 from helpers import WORLD, assert_agreed, assert_everywhere, data, native
 
 import mpicoll
-from mpicoll import context, fastpath
+from mpicoll import context
 from mpicoll.algorithm import shm
 from mpicoll.topology import node_groups
 
@@ -81,7 +81,7 @@ def test_window_grows_under_starters_and_persistent_requests():
             if step == 1:  # the window grows (a new one replaces it) between two starts
                 ok &= np.array_equal(mpicoll.allreduce(large, algorithm="shm"), ref_large)
         bound = type(persistent._bound).__name__
-    starter = fastpath.starters[0]  # the last kind started: binds the window's plan
+    starter = context.of(WORLD).lowered[0]  # the last kind started: binds the window's plan
     binds = starter.plan is not None and starter.window is not None
     assert_everywhere(WORLD, ok and (WORLD.Get_size() == 1 or (bound == "BoundRounds" and binds)),
                       f"wrong result, or not bound ({bound}, starter binds: {binds})")

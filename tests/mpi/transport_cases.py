@@ -10,7 +10,7 @@ from helpers import WORLD, assert_everywhere, data
 from gpu_standin import StandIn
 
 import mpicoll
-from mpicoll import codecs, fastpath, timing, transport
+from mpicoll import codecs, context, fastpath, timing, transport
 from mpicoll.algorithm import names
 
 ALGORITHMS = list(names(plain=True)) + ["auto"]  # every registered plain algorithm, and auto
@@ -31,8 +31,9 @@ def path(request, monkeypatch):
     device = StandIn()
     chosen = transport.Staged(device) if request.param == "staged" else transport.Direct(device)
     monkeypatch.setattr(transport, "choose", lambda array: chosen)
-    monkeypatch.setattr(fastpath.Shortcut, "make", staticmethod(lambda *args: None))
-    fastpath.forget()
+    monkeypatch.setattr(fastpath.LoweredCall, "make", staticmethod(lambda *args: None))
+    for ctx in context.live():
+        ctx.forget_lowered()
     return chosen
 
 
