@@ -19,8 +19,8 @@ fingerprint check the full path then makes again, on every rank alike) or is fre
 Every rank must send the same messages whichever path it takes, so the fast path decides
 nothing the full path would decide differently: it takes the collective's number and tag the
 same way, and steps aside (returns None) whenever the full path has something to do: for a
-blocking call another collective in flight (the progress engine must drive it while this one
-waits), arrays that are not plain NumPy or that overlap, a node window grown since.
+blocking call another collective in flight that this thread started or that runs on the same
+communicator (the progress engine must drive it while this one waits), arrays that are not plain NumPy or that overlap, a node window grown since.
 """
 
 from __future__ import annotations
@@ -249,11 +249,11 @@ class LoweredCall:
             # no later call has "the arrays of the last call".
             self.last_send, self.last_recv = (sendbuf, recvbuf) if recvbuf is not None \
                 else (_UNBOUND, _UNBOUND)
-        if inflight.in_flight:  # the progress engine must drive them while this one waits
-            return None
         ctx = self.ctx
-        if ctx.busy:  # ctx.claim(), inlined: with nothing in flight, only a blocking call
-            ctx.claim()  # of another thread's can be here: ConcurrentUseError
+        if inflight.in_flight and inflight.concerns(ctx):  # the engine must drive them
+            return None
+        if ctx.busy:  # ctx.claim(), inlined: with nothing in flight here, only a blocking
+            ctx.claim()  # call of another thread's can be: ConcurrentUseError
         number = next(ctx.calls)  # numbered (and tagged) as on the full path: in step
         ctx.busy = True
         try:

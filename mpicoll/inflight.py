@@ -30,7 +30,7 @@ from . import watchdog
 from .check import MismatchError
 
 __all__ = ["Request", "add", "add_posted", "progress", "wait", "claim_alone", "release_one",
-           "outstanding", "in_flight", "finish"]
+           "outstanding", "in_flight", "concerns", "finish"]
 
 
 class Request(Protocol):
@@ -40,6 +40,7 @@ class Request(Protocol):
     asked: float    # when a test or a progress pass last looked at it
     waiting: bool   # a thread blocks in wait() on it
     context: Any    # the session it runs in (mpicoll.context.Context)
+    thread: int     # the thread that started it (threading.get_ident())
 
     @property
     def done(self) -> bool: ...
@@ -54,8 +55,17 @@ class Request(Protocol):
 
 _lock = threading.Lock()  # taken to claim requests; appending and removing are atomic alone
 in_flight: list[Request] = []
-"""The collectives in flight, in start order (read, never changed, outside this module: the
-fast path steps aside while it is not empty)."""
+"""The collectives in flight, in start order (read, never changed, outside this module: while
+it is not empty, the fast path asks :func:`concerns`)."""
+
+
+def concerns(context: Any) -> bool:
+    """Whether a collective in flight was started by this thread or runs on ``context``: a
+    blocking call there must go through the engine, which drives them while it waits (or says
+    that two threads use one communicator). Another thread's, on another communicator, are
+    that thread's to drive."""
+    me = threading.get_ident()
+    return any(r.thread == me or r.context is context for r in list(in_flight))
 
 
 def add(request: Request) -> None:

@@ -329,6 +329,37 @@ def test_each_communicator_keeps_its_own_lowered_calls():
         other.Free()
 
 
+def test_threads_on_their_own_communicators_keep_their_own_lowered_calls():
+    """Two threads, each looping over twelve kinds of call on its own communicator at once:
+    after the first pass neither makes a lowered call again (a process-wide list shared by
+    both threads would evict them)."""
+    comms, p = [WORLD.Dup(), WORLD.Dup()], WORLD.Get_size()
+    made: list[list] = [[], []]
+    failed: list[BaseException] = []
+
+    def loop(i: int) -> None:
+        try:
+            arrays = [np.ones(count) for count in range(1, 13)]
+            for x in arrays:
+                mpicoll.allreduce(x, algorithm="ring", comm=comms[i])
+            made[i] = list(context.of(comms[i]).lowered)
+            for _ in range(3):
+                for x in arrays:
+                    assert np.all(mpicoll.allreduce(x, algorithm="ring", comm=comms[i]) == p)
+            assert set(map(id, context.of(comms[i]).lowered)) == set(map(id, made[i]))
+        except BaseException as error:  # (reported below, on every rank)
+            failed.append(error)
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for comm in comms:
+        comm.Free()
+    assert_everywhere(WORLD, not failed and all(len(m) == 12 for m in made), f"{failed}")
+
+
 def test_one_lowered_call_serves_the_blocking_and_the_nonblocking_call(monkeypatch):
     """After a blocking call of a kind, an iallreduce of that kind starts from the same
     lowered call, without the full path's preparation, and the other way round."""

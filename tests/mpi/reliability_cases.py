@@ -112,7 +112,8 @@ def test_reverse_order_with_many_requests_and_a_sparse_codec():
 @pytest.mark.skipif(WORLD.Get_size() == 1, reason="needs a rank that has not started yet")
 def test_a_second_thread_on_the_same_communicator_is_refused():
     """Collectives in flight from one thread, and another thread starts one on the same
-    communicator: refused with ConcurrentUseError before anything is sent, nothing hangs.
+    communicator (of a new kind, and of a kind the fast path knows): refused with
+    ConcurrentUseError before anything is sent, nothing hangs.
 
     To be in flight for sure, the collective waits for the last rank, which starts it only
     after the others have tried (a collective whose ranks all started may finish at once)."""
@@ -123,10 +124,11 @@ def test_a_second_thread_on_the_same_communicator_is_refused():
     errors = []
 
     def other():
-        try:
-            mpicoll.allreduce(np.ones(10), comm=comm)
-        except Exception as error:  # noqa: BLE001 - the assertion below says which it was
-            errors.append(error)
+        for y, algorithm in ((np.ones(10), "auto"), (np.ones(1000), "ring")):  # new, lowered
+            try:
+                mpicoll.allreduce(y, comm=comm, algorithm=algorithm)
+            except Exception as error:  # noqa: BLE001 - the assertion below says which it was
+                errors.append(error)
 
     if not late:
         mine = mpicoll.iallreduce(x, comm=comm, algorithm="ring")
@@ -137,8 +139,8 @@ def test_a_second_thread_on_the_same_communicator_is_refused():
     if late:
         mine = mpicoll.iallreduce(x, comm=comm, algorithm="ring")
     result = mine.wait()
-    refused = late or (len(errors) == 1 and isinstance(errors[0], mpicoll.ConcurrentUseError)
-                       and "two threads" in str(errors[0]))
+    refused = late or (len(errors) == 2 and all(isinstance(e, mpicoll.ConcurrentUseError)
+                                                and "two threads" in str(e) for e in errors))
     assert_everywhere(WORLD, refused, f"not refused: {errors!r}")
     assert_everywhere(WORLD, np.all(result == WORLD.Get_size()), "wrong sum")
     mpicoll.allreduce(np.ones(10), comm=comm)  # the communicator is still usable afterwards
