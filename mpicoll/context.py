@@ -99,7 +99,9 @@ class Context:
         self.calls = itertools.count()  # collectives started, the same on every rank
         self.tags = itertools.count()   # message tags taken (a collective takes one per stage)
         self._verified: dict[tuple, int] = {}  # kinds of collective every rank has checked
-        self._owner: int | None = None   # the last thread to start one on the full path
+        # The last thread to start one (not by a blocking call of the fast path, which leaves
+        # nothing in flight): every collective in flight here is that thread's.
+        self.owner: int | None = None
         self.busy = False  # a blocking call on the fast path is running (mpicoll.fastpath)
         # The calls layer's lowered calls on this communicator (mpicoll.fastpath.LoweredCall,
         # each with a ``key`` and ``retire()``), most recent first: dropped here, and only here.
@@ -157,7 +159,7 @@ class Context:
     def claim(self) -> None:
         """This thread starts a collective here: ConcurrentUseError if another one is in one."""
         me = threading.get_ident()
-        if me != self._owner or self.busy:
+        if me != self.owner or self.busy:
             self._switch_thread(me)
 
     def _switch_thread(self, me: int) -> None:
@@ -168,9 +170,9 @@ class Context:
                     f"has {len(busy)} in flight (first: {busy[0].describe()})"
                 raise ConcurrentUseError(
                     f"two threads use one communicator at once: thread {me} starts a "
-                    f"collective while thread {self._owner} {doing}. Give each thread its own "
+                    f"collective while thread {self.owner} {doing}. Give each thread its own "
                     "communicator (comm.Dup()), or start collectives from one thread")
-            self._owner = me
+            self.owner = me
 
     def remember(self, kind: tuple, bits: int) -> None:
         """Every rank checked ``kind``: later calls of it skip the check. Forgetting them all

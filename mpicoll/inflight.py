@@ -40,7 +40,6 @@ class Request(Protocol):
     asked: float    # when a test or a progress pass last looked at it
     waiting: bool   # a thread blocks in wait() on it
     context: Any    # the session it runs in (mpicoll.context.Context)
-    thread: int     # the thread that started it (threading.get_ident())
 
     @property
     def done(self) -> bool: ...
@@ -64,8 +63,8 @@ def concerns(context: Any) -> bool:
     blocking call there must go through the engine, which drives them while it waits (or says
     that two threads use one communicator). Another thread's, on another communicator, are
     that thread's to drive."""
-    me = threading.get_ident()
-    return any(r.thread == me or r.context is context for r in list(in_flight))
+    me = threading.get_ident()  # (the thread that started a request is its context's owner)
+    return any(r.context is context or r.context.owner == me for r in list(in_flight))
 
 
 def add(request: Request) -> None:

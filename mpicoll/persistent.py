@@ -20,7 +20,6 @@ messages between two ranks on one tag in the order they were sent.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -131,7 +130,6 @@ class PersistentRequest(Request):
         if not self.done:
             raise RuntimeError("start() while the previous start is in flight: wait() first")
         self.context.claim()  # ConcurrentUseError if another thread is in a collective here
-        self.thread = threading.get_ident()
         if self._tags:  # (MPI's own takes none)
             self.context.hold(self._tags, self)
         self._error = None

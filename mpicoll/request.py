@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from mpi4py import MPI
@@ -32,7 +31,7 @@ class Request:
 
     __slots__ = ("_stages", "_current", "_result", "_record", "_kind", "number", "context",
                  "claimed", "waiting", "asked", "_error", "algorithm", "codec", "transport",
-                 "thread", "__weakref__")
+                 "__weakref__")
 
     def __init__(self, result: Array, algorithm: str, codec: str, transport: str,
                  record: Record | None = None, kind: tuple | None = None, number: int = -1,
@@ -51,7 +50,6 @@ class Request:
         self.algorithm = algorithm
         self.codec = codec
         self.transport = transport
-        self.thread = threading.get_ident()  # the one that started it (mpicoll.inflight)
 
     def run(self, stages: Iterator[Stage | Ran]) -> None:
         """Run the executions of one collective, one after another; a :class:`Ran` at the end,
