@@ -63,32 +63,23 @@ _UNBOUND: Any = object()
 def run(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
     """The result of a blocking call from a lowered call of ``comm`` that fits it (it becomes
     the first tried), or None: the full path must run it."""
-    global last_run
-    ctx = context.known(comm)
-    if ctx is None:
-        return None
-    for call in ctx.lowered:
-        result = call.run(sendbuf, recvbuf, op, algorithm, comm)
-        if result is not None:
-            ctx.keep_lowered(call, KEPT)
-            last_run = call
-            return result
-    return None
+    return _first_fitting(True, sendbuf, recvbuf, op, algorithm, comm)
 
 
 def start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Request | None:
     """The request of ``iallreduce(sendbuf, recvbuf, ...)`` from a lowered call of ``comm``
     that fits it (it becomes the first tried), or None: the full path must start it."""
-    global last_start
-    ctx = context.known(comm)
-    if ctx is None:
-        return None
-    for call in ctx.lowered:
-        request = call.start(sendbuf, recvbuf, op, algorithm, comm)
-        if request is not None:
-            ctx.keep_lowered(call, KEPT)
-            last_start = call
-            return request
+    return _first_fitting(False, sendbuf, recvbuf, op, algorithm, comm)
+
+
+def _first_fitting(blocking: bool, *args: Any) -> Any:
+    """What the first of ``comm``'s lowered calls that fits the call returns (run or started)."""
+    ctx = context.known(args[-1])
+    for call in () if ctx is None else ctx.lowered:
+        result = call.run(*args) if blocking else call.start(*args)
+        if result is not None:
+            keep(call, blocking)
+            return result
     return None
 
 
