@@ -28,8 +28,8 @@ from .node_window import NodeWindow
 from .schedule import Schedule
 
 
-__all__ = ["Context", "CachedPlan", "ConcurrentUseError", "OutOfCommunicatorsError", "of", "known", "live",
-           "free_windows", "finish_at_exit"]
+__all__ = ["Context", "CachedPlan", "ConcurrentUseError", "OutOfCommunicatorsError", "of", "known",
+           "live", "free_windows", "finish_at_exit"]
 
 MAX_PLANS = 64
 MAX_VERIFIED = 4096
@@ -186,14 +186,15 @@ class Context:
         """``call`` is tried first from now on, in place of any other of its ``key``; those
         beyond the ``kept`` most recent are retired."""
         with self._lock:
-            calls = self.lowered
-            if calls and calls[0] is call:
+            if self.lowered and self.lowered[0] is call:
                 return
-            others = [other for other in calls if other is not call and other.key != call.key]
+            others = [other for other in self.lowered
+                      if other is not call and other.key != call.key]
+            dropped = [other for other in self.lowered if other is not call
+                       and (other.key == call.key or other in others[kept - 1:])]
             self.lowered = [call, *others[:kept - 1]]
-        for other in calls:
-            if other is not call and other not in self.lowered:
-                other.retire()
+        for other in dropped:
+            other.retire()
 
     def forget_lowered(self) -> None:
         """Retire every lowered call: what a call must do changed (the environment was read

@@ -104,7 +104,7 @@ class LoweredCall:
     __slots__ = ("comm", "runs_on", "op_arg", "algorithm_arg", "key", "dtype", "shape",
                  "strides", "in_place", "ctx", "op", "mpi_type", "algorithm", "kind",
                  "kind_bits", "options", "path", "plan", "schedule", "rounds", "window", "flat",
-                 "tag_high", "native", "blocks", "post", "posts", "mpi_op", "average", "name",
+                 "tag_high", "native", "blocks", "post", "posts", "mpi_op", "average",
                  "tmp", "node", "memory", "last_send", "last_recv", "bound", "bound_recv",
                  "started", "started_for", "stage")
 
@@ -138,8 +138,7 @@ class LoweredCall:
         self.post: Any = ctx.comm.Allreduce if self.blocks else ctx.comm.Iallreduce
         self.posts = ctx.comm.Iallreduce if self.native and not self.blocks else None
         self.mpi_op, self.average = op.mpi, op.average
-        self.name = algorithm.name  # what runs
-        self.tmp = None if schedule is None else np.empty(schedule.tmp_count, send.dtype)
+        self.tmp: np.ndarray | None = None  # the blocking run's scratch, made at its first bind
         self.node = None if self.window is None or schedule is None \
             else self.window.view(send.dtype, schedule.node_count)
         self.memory = None if self.window is None else self.window.memory
@@ -234,6 +233,8 @@ class LoweredCall:
                 else:
                     send, out = (sendbuf.reshape(-1), recv.reshape(-1)) if self.flat \
                         else (sendbuf, recv)
+                    if self.tmp is None:  # (a kind only started or persistent never needs it)
+                        self.tmp = np.empty(self.schedule.tmp_count, self.dtype)
                     self.bound = bind(self.rounds, (send, out, self.tmp, self.node), self.window)
                 self.bound_recv = recv
             # What is bound now: a result allocated here is never passed again, so after one

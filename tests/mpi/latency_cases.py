@@ -179,10 +179,10 @@ def test_reload_environment():
     with environment(MPICOLL_ALGORITHM="tree"):
         mpicoll.allreduce(x)
         mpicoll.allreduce(x)
-        first = fastpath.last_run.name
+        first = fastpath.last_run.algorithm.name
     with environment(MPICOLL_ALGORITHM="ring"):
         mpicoll.allreduce(x)
-        second = fastpath.last_run.name
+        second = fastpath.last_run.algorithm.name
     assert (first, second) == ("tree", "ring")
 
 
