@@ -7,10 +7,13 @@ from .api import allreduce, allreduce_init, choose_algorithm, iallreduce, reload
 from .check import MismatchError
 from .comm import Comm
 from .context import ConcurrentUseError, OutOfCommunicatorsError
+from .fault import ProcessFailedError
 from .persistent import PersistentRequest
+from .recovery import shrink
 from .request import Request, testall, waitall
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "algorithms", "choose_algorithm", "codecs",
            "Request", "PersistentRequest", "waitall", "testall", "MismatchError",
-           "ConcurrentUseError", "OutOfCommunicatorsError", "Comm", "reload_environment",
+           "ConcurrentUseError", "OutOfCommunicatorsError", "ProcessFailedError", "shrink", "Comm",
+           "reload_environment",
            "__version__"]

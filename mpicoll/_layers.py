@@ -7,7 +7,7 @@ implicit one of a submodule on its package. Names are modules relative to ``mpic
 """
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("_layers", "_version", "_plugins", "_env", "_array", "_mpi", "cuda_aware", "progress")),
+    ("base", ("_layers", "_version", "_plugins", "_env", "fault", "_array", "_mpi", "cuda_aware", "progress")),
     ("data", ("ops", "schedule", "local", "timing", "codecs", "codecs.*")),
     ("plans", ("algorithm", "algorithm.base", "algorithm.registry", "algorithm.ring",
                "algorithm.compressed_ring", "algorithm.tree", "algorithm.recursive_doubling",
@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "algorithm.sparse_allgather", "algorithm.sparse_regions",
                  "algorithm.sparse_auto", "builtin")),
     ("session", ("context",)),
-    ("calls", ("fastpath", "request", "persistent", "api")),
+    ("calls", ("fastpath", "request", "persistent", "api", "recovery")),
     ("tools", ("comm", "overlap", "bench", "tune", "demo", "h5", "plot", "cli", "__main__")),
     ("package", ("",)),  # mpicoll itself: the public names
 )

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import api, context, ops, timing
+from . import api, context, ops, recovery, timing
 from .algorithm import registry
 from .persistent import PersistentRequest
 from .request import Request as _MpicollRequest
@@ -108,6 +108,10 @@ class Comm(MPI.Intracomm):
 
     def Split(self, color: int = 0, key: int = 0) -> Comm:
         return self._same(super().Split(color, key))
+
+    def Shrink(self) -> Comm:
+        """The survivors, after a process failed (:func:`mpicoll.shrink`), still mpicoll's."""
+        return self._same(recovery.shrink(self))
 
     def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
         return self._same(super().Split_type(split_type, key, info))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, _mpi, check, inflight, node_window, topology, watchdog
+from . import _env, _mpi, check, fault, inflight, node_window, topology, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .engine import lower
@@ -108,6 +108,7 @@ class Context:
         self.lowered: list[Any] = []
         self._names: list[int] = []  # ids of the user's objects for this communicator (_KNOWN)
         self._node_window: NodeWindow | None = None
+        self.failure: fault.ProcessFailedError | None = None  # a process of it failed
         _LIVE.add(self)
         watchdog.ensure_started()  # MPICOLL_TIMEOUT: read with the first communicator
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
@@ -163,6 +164,9 @@ class Context:
             self._switch_thread(me)
 
     def _switch_thread(self, me: int) -> None:
+        if self.failure is not None:  # (failed() clears the owner, so claims come here)
+            raise fault.ProcessFailedError(self.failure.failed, "a collective started after "
+                                           "the failure (shrink the communicator first)")
         with self._lock:
             busy = [r for r in inflight.outstanding() if r.context is self and not r.done]
             if self.busy or busy:
@@ -181,6 +185,33 @@ class Context:
             self._verified.clear()
             self.forget_lowered()  # their kinds are no longer verified
         self._verified[kind] = bits
+
+    def failed(self, error: fault.ProcessFailedError) -> fault.ProcessFailedError:
+        """A process of this communicator failed (``error``): revoke the communicators mpicoll
+        uses for it, so that every survivor's operations there end with an error too (ULFM),
+        stop its collectives in flight (each raises its own ProcessFailedError), and refuse
+        new ones. It is no longer live: no barrier at exit, no window freed collectively.
+        Returns ``error``."""
+        with self._lock:
+            first, self.failure = self.failure is None, self.failure or error
+            self.owner = None
+        if not first:
+            return error
+        _LIVE.discard(self)
+        for name in self._names:
+            _KNOWN.pop(name, None)
+        self.forget_lowered()
+        window = self._node_window
+        for comm in (self.comm, self.checks.comm, None if window is None else window.comm):
+            try:
+                if comm is not None:
+                    comm.Revoke()
+            except (MPI.Exception, NotImplementedError, AttributeError):
+                pass  # (already revoked, or an MPI without ULFM: the job ends anyway)
+        for request in inflight.outstanding():
+            if request.context is self:
+                request.fail(fault.ProcessFailedError(error.failed))
+        return error
 
     def keep_lowered(self, call: Any, kept: int) -> None:
         """``call`` is tried first from now on, in place of any other of its ``key``; those
@@ -265,6 +296,8 @@ class Context:
         for name in self._names:
             _KNOWN.pop(name, None)
         self.forget_lowered()
+        if self.failure is not None:
+            return  # revoked: what it held is left to MPI (freeing could wait on the dead)
         if not MPI.Is_finalized():
             for request in inflight.outstanding():
                 if request.context is self:

@@ -10,7 +10,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ._array import Array
-from . import check
+from . import check, fault
 from .check import MismatchError
 from .local import Buffers, run_local
 from .ops import Op
@@ -78,6 +78,7 @@ class _InWindow:
     (its last request), fenced, the first one's stamps compared."""
 
     __slots__ = ("_window", "_queued", "_compare", "_pending")
+    _comm: MPI.Comm  # what its messages travel on
     _window: NodeWindow | None
     _queued: bool
     _compare: bool
@@ -86,6 +87,16 @@ class _InWindow:
 
     def _mismatch(self, what: str, lead: str = _RECEIVE) -> MismatchError:
         raise NotImplementedError
+
+    def _stopped(self, error: MPI.Exception) -> Exception:
+        """What an MPI error in a round means: a process failed (ULFM), else the ranks run
+        different collectives. Either way this run stops here."""
+        failed = fault.failure(error, self._comm)
+        if failed is None:
+            return self._mismatch(str(error))
+        if self._window is not None:
+            self._window.leave(self)
+        return failed
 
     def _not_its_turn(self) -> bool:
         """Whether an earlier collective still uses the node window (queued for it if so)."""
@@ -113,7 +124,7 @@ class _InWindow:
             elif not barrier.Test():
                 return False
         except MPI.Exception as error:
-            raise self._mismatch(str(error)) from None
+            raise self._stopped(error) from None
         self._barrier_passed()
         return True
 
@@ -213,7 +224,7 @@ class Execution(_InWindow):
                     else:
                         return False
                 except MPI.Exception as error:
-                    raise self._mismatch(str(error)) from None
+                    raise self._stopped(error) from None
             self._finish(self.schedule.rounds[self._next - 1])
         return True
 
@@ -229,7 +240,7 @@ class Execution(_InWindow):
                 try:
                     MPI.Request.Waitall(self._pending, self._statuses)
                 except MPI.Exception as error:
-                    raise self._mismatch(str(error)) from None
+                    raise self._stopped(error) from None
                 if self._statuses is not None:
                     self._check_sizes()
             self._finish(self.schedule.rounds[self._next - 1])
@@ -429,7 +440,7 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
             if steps:
                 run_bound_steps(steps, op)
     except MPI.Exception as error:
-        raise mismatch(schedule, index, tag, str(error)) from None
+        raise fault.failure(error, comm) or mismatch(schedule, index, tag, str(error)) from None
 
 
 
@@ -500,7 +511,7 @@ class BoundStage(_InWindow):
                     if not MPI.Request.Testall(self._pending):
                         return False
                 except MPI.Exception as error:
-                    raise self._mismatch(str(error)) from None
+                    raise self._stopped(error) from None
             self._finish()
         return True
 
@@ -515,7 +526,7 @@ class BoundStage(_InWindow):
                 try:
                     MPI.Request.Waitall(self._pending)
                 except MPI.Exception as error:
-                    raise self._mismatch(str(error)) from None
+                    raise self._stopped(error) from None
             self._finish()
 
     def _start(self) -> None:

@@ -29,9 +29,11 @@ import itertools
 from typing import Any
 
 import numpy as np
+from mpi4py import MPI
 from mpi4py.MPI import Datatype
 
-from . import check, context, execution, inflight, timing, watchdog
+from . import check, context, execution, fault, inflight, timing, watchdog
+from .check import say
 from .algorithm import Algorithm, Options
 from .algorithm.native import NativeExecution, divide_into, send_argument
 from .context import CachedPlan, Context
@@ -268,9 +270,20 @@ class LoweredCall:
             else:  # ctx.next_tags(1, kind_bits), inlined
                 tag = self.tag_high + next(ctx.tags) % ctx.sequence_mod
                 run_bound(self.bound, ctx.comm, tag, self.op, self.schedule)
+        except MPI.Exception as error:  # (MPI's own: run_bound says what its errors mean)
+            failed = fault.failure(error, ctx.comm)
+            if failed is None:
+                raise
+            raise ctx.failed(failed.during(self._describe(number))) from None
+        except fault.ProcessFailedError as error:
+            raise ctx.failed(error.during(self._describe(number))) from None
         finally:
             ctx.busy = False
         return recv
+
+    def _describe(self, number: int) -> str:
+        """The collective numbered ``number``, as a request describes itself."""
+        return f"collective #{number}: {say(self.kind)}"
 
     def start(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any
               ) -> Request | None:
@@ -298,7 +311,7 @@ class LoweredCall:
                 divide_into(sendbuf, recv, ctx.size)
             send_spec, recv_spec = self.started
             posted = self.posts(send_spec, recv_spec, self.mpi_op)
-            request.run(iter((NativeExecution.posted(posted, ctx.spins),)))
+            request.run(iter((NativeExecution.posted(posted, ctx.spins, ctx.comm),)))
         elif plan is None:
             call = Call(ctx, sendbuf.reshape(-1), recv.reshape(-1), self.op, self.options, None,
                         None, None, self.path, tags)

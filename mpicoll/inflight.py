@@ -26,11 +26,11 @@ from typing import Any, Protocol
 
 from mpi4py import MPI
 
-from . import watchdog
+from . import fault, watchdog
 from .check import MismatchError
 
 __all__ = ["Request", "add", "add_posted", "progress", "wait", "claim_alone", "release_one",
-           "outstanding", "in_flight", "concerns", "finish"]
+           "outstanding", "in_flight", "concerns", "drop", "finish"]
 
 
 class Request(Protocol):
@@ -50,6 +50,7 @@ class Request(Protocol):
     def describe(self) -> str: ...
     def last_progress(self) -> float: ...
     def watched(self) -> bool: ...
+    def fail(self, error: Any) -> None: ...
 
 
 _lock = threading.Lock()  # taken to claim requests; appending and removing are atomic alone
@@ -94,7 +95,10 @@ def progress() -> None:
     mine = _claim()
     try:
         for request in mine:
-            request.advance()
+            try:
+                request.advance()
+            except fault.ProcessFailedError:
+                pass  # stopped with it: its own test or wait raises it
     finally:
         _release(mine)
 
@@ -130,7 +134,11 @@ def _wait(request: Request) -> None:
         mine = _claim()
         try:
             for r in mine:
-                r.advance()
+                try:
+                    r.advance()
+                except fault.ProcessFailedError:
+                    if r is request:
+                        raise
             if request.done:
                 return
             pending = [(r, i, m) for r in mine for i, m in enumerate(r.mpi_requests())]
@@ -138,7 +146,9 @@ def _wait(request: Request) -> None:
                 status = MPI.Status()
                 try:
                     index = MPI.Request.Waitany([m for _, _, m in pending], status)
-                except MPI.Exception as error:  # a message too large for its receive
+                except MPI.Exception as error:  # a process failed, or a message too large
+                    if _failed(error, mine):
+                        continue  # its collectives were stopped (this one too, if it is its)
                     raise MismatchError(
                         f"mpicoll: a message did not match its receive ({str(error).strip()}) "
                         "in one of: " + "; ".join(r.describe() for r in mine)
@@ -152,6 +162,23 @@ def _wait(request: Request) -> None:
         if request not in mine and not request.done:  # another thread advances it: poll
             time.sleep(delay)
             delay = min(2 * delay + 1e-6, 1e-3)
+
+
+def _failed(error: MPI.Exception, mine: list[Request]) -> bool:
+    """Whether ``error`` (from a wait on several collectives) is a process failure; then the
+    context it happened on stops all its collectives in flight (``Context.failed``)."""
+    for r in mine:
+        if fault.involved(r.context.comm):
+            failed = fault.failure(error, r.context.comm)
+            if failed is not None:
+                r.context.failed(failed)
+                return True
+    return False
+
+
+def drop(request: Request) -> None:
+    """Take a stopped collective out of the engine (its communicator lost a process)."""
+    _drop(request)
 
 
 def _claim() -> list[Request]:

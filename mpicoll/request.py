@@ -10,6 +10,7 @@ from . import inflight
 from ._array import Array
 from .execution import Ran
 from .check import say
+from .fault import ProcessFailedError
 from .engine import Stage
 from .timing import Record
 
@@ -110,8 +111,21 @@ class Request:
             raise
 
     def _stop(self, error: BaseException) -> None:
-        """It cannot go on (a mismatch): done, and the error is what its test or wait raise."""
-        self._error, self._current = error, None
+        """It cannot go on (a mismatch, a failed process): done, and the error is what its
+        test or wait raise. A failed process stops every collective of its communicator."""
+        if isinstance(error, ProcessFailedError):
+            error.during(self.describe())
+            self._error, self._current = error, None
+            self.context.failed(error)
+        else:
+            self._error, self._current = error, None
+
+    def fail(self, error: ProcessFailedError) -> None:
+        """Stop it and take it out of the engine: a process of its communicator failed."""
+        if not self.done:
+            self._error = error.during(self.describe())
+            self._current = None
+        inflight.drop(self)
 
     def mpi_requests(self) -> list[MPI.Request]:
         return [] if self._current is None else self._current.pending()

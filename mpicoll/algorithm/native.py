@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from mpi4py import MPI
 
+from .. import fault
 from .._array import array_module
 from .._mpi import SPINS, complete
 from ..execution import Call
@@ -75,11 +76,12 @@ class NativeExecution:
     ``MPI_Allreduce_init``'s request, rerun by :meth:`restart`."""
 
     __slots__ = ("_call", "_request", "_record", "_spins", "progressed", "_persistent",
-                 "_divide")
+                 "_divide", "_comm")
 
     def __init__(self, call: Call | None, request: MPI.Request | None = None,
-                 spins: range = SPINS):
+                 spins: range = SPINS, comm: MPI.Comm | None = None):
         self._call = call  # until posted
+        self._comm: Any = comm if call is None else call.ctx.comm  # (for fault.failure)
         self._request = request
         self._record = None if call is None else call.record
         self._spins = spins if call is None else call.ctx.spins
@@ -88,15 +90,15 @@ class NativeExecution:
         self._divide: tuple | None = None  # (send, recv, size): an average's, at each restart
 
     @classmethod
-    def posted(cls, request: MPI.Request, spins: range) -> NativeExecution:
+    def posted(cls, request: MPI.Request, spins: range, comm: MPI.Comm) -> NativeExecution:
         """One posted already, with nothing to record (``mpicoll.fastpath.LoweredCall``'s)."""
-        return cls(None, request, spins)
+        return cls(None, request, spins, comm)
 
     @classmethod
     def persistent(cls, send: Any, recv: Any, in_place: bool, op: Op, comm: MPI.Intracomm,
                    spins: range) -> NativeExecution:
         """``MPI_Allreduce_init`` on the caller's buffers, not started: :meth:`restart` it."""
-        execution = cls(None, None, spins)
+        execution = cls(None, None, spins, comm)
         size = comm.Get_size()
         execution._persistent = comm.Allreduce_init(send_argument(send, in_place, op), recv,
                                                     op.mpi)
@@ -133,8 +135,11 @@ class NativeExecution:
 
     def test(self) -> bool:
         self._post()
-        if self._request is not None and self._request.Test():
-            self._finished()
+        try:
+            if self._request is not None and self._request.Test():
+                self._finished()
+        except MPI.Exception as error:
+            raise fault.failure(error, self._comm) or error
         return self.done
 
     def wait(self) -> None:
@@ -142,7 +147,10 @@ class NativeExecution:
             self._post()
         request = self._request
         if request is not None:
-            complete(request, self._spins)
+            try:
+                complete(request, self._spins)
+            except MPI.Exception as error:
+                raise fault.failure(error, self._comm) or error
             self._request = None  # _finished(), inlined: a persistent start's budget is ~1 µs
             if self._record is not None:
                 self._record.t1 = MPI.Wtime()

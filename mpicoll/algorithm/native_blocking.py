@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from mpi4py import MPI
 
-from .. import watchdog
+from .. import fault, watchdog
 from .._mpi import threads_allow
 from ..execution import Call
 from .base import Algorithm
@@ -56,7 +56,10 @@ class BlockingExecution(NativeExecution):
         from .. import inflight  # the engine imports the requests, which import the algorithms
         if len(inflight.outstanding()) <= 1:  # this call's own request alone: block right here
             with watchdog.Blocked(lambda: "MPI_Allreduce (native-blocking)"):
-                call.ctx.comm.Allreduce(*args)
+                try:
+                    call.ctx.comm.Allreduce(*args)
+                except MPI.Exception as error:
+                    raise fault.failure(error, call.ctx.comm) or error
             self._finished()
             return
         if not threads_allow():
@@ -71,7 +74,9 @@ class BlockingExecution(NativeExecution):
     def _block(self, comm: MPI.Intracomm, args: tuple, request: MPI.Grequest) -> None:
         try:
             comm.Allreduce(*args)
-        except BaseException as error:  # raised again where the call waits
+        except MPI.Exception as error:  # raised again where the call waits
+            self._error = fault.failure(error, comm) or error
+        except BaseException as error:
             self._error = error
         finally:
             request.Complete()

