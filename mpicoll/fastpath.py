@@ -267,6 +267,8 @@ class LoweredCall:
                             break
                     else:
                         request.Wait()
+                if ctx.size > 1 and (failed := fault.revoked(ctx.comm)) is not None:
+                    raise failed
             else:  # ctx.next_tags(1, kind_bits), inlined
                 tag = self.tag_high + next(ctx.tags) % ctx.sequence_mod
                 run_bound(self.bound, ctx.comm, tag, self.op, self.schedule)

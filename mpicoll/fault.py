@@ -15,7 +15,7 @@ import time
 
 from mpi4py import MPI
 
-__all__ = ["ProcessFailedError", "failure", "failed_ranks", "involved"]
+__all__ = ["ProcessFailedError", "failure", "failed_ranks", "involved", "revoked"]
 
 _FAILED = {getattr(MPI, name) for name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING",
                                             "ERR_REVOKED") if hasattr(MPI, name)}
@@ -64,7 +64,7 @@ def involved(comm: MPI.Comm) -> bool:
 def failure(error: MPI.Exception, comm: MPI.Comm) -> ProcessFailedError | None:
     """The process failure ``error`` (raised by an operation on ``comm``) reports, or None."""
     code = error.Get_error_class()
-    if code not in _FAILED and not (code == MPI.ERR_IN_STATUS and failed_ranks(comm)):
+    if code not in _FAILED and not involved(comm):  # (ERR_IN_STATUS; libnbc's ERR_OTHER)
         return None
     failed = failed_ranks(comm)
     deadline = time.monotonic() + _LEARN_S
@@ -87,3 +87,20 @@ def failed_ranks(comm: MPI.Comm) -> tuple[int, ...]:
     finally:
         group.Free()
         mine.Free()
+
+
+def revoked(comm: MPI.Comm) -> ProcessFailedError | None:
+    """The failure that revoked ``comm``, if a survivor did: a collective that completed on it
+    may hold a receive that the revoke completed, without its data (ULFM), so its result
+    must not be returned. 60 ns."""
+    try:
+        if not comm.Is_revoked():
+            return None
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        return None
+    failed = failed_ranks(comm)
+    deadline = time.monotonic() + _LEARN_S
+    while not failed and time.monotonic() < deadline:
+        time.sleep(0.01)
+        failed = failed_ranks(comm)
+    return ProcessFailedError(failed)
