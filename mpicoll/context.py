@@ -109,6 +109,7 @@ class Context:
         self._names: list[int] = []  # ids of the user's objects for this communicator (_KNOWN)
         self._node_window: NodeWindow | None = None
         self.failure: fault.ProcessFailedError | None = None  # a process of it failed
+        self.fault_tolerant = self.size > 1 and fault.tolerant()  # collectives end with a check
         _LIVE.add(self)
         watchdog.ensure_started()  # MPICOLL_TIMEOUT: read with the first communicator
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
@@ -346,7 +347,14 @@ def finish_at_exit() -> None:
     barriers = [ctx.comm.Ibarrier() for ctx in live()]
     if barriers:
         with watchdog.Blocked(lambda: "the barrier at exit (the other ranks' collectives)"):
-            MPI.Request.Waitall(barriers)
+            try:
+                MPI.Request.Waitall(barriers)
+            except MPI.Exception:  # a process failed (ULFM) after this rank's last collective
+                failed = [ctx for ctx in live() if fault.involved(ctx.comm)]
+                if not failed:
+                    raise
+                for ctx in failed:  # their windows are not freed collectively
+                    ctx.failed(fault.ProcessFailedError(fault.failed_ranks(ctx.comm)))
     with watchdog.Blocked(lambda: "freeing the shared-memory windows at exit"):
         free_windows()
 

@@ -349,8 +349,6 @@ class Execution(_InWindow):
             self._mark = now
         if self._next == len(self.schedule.rounds):
             self._finished()
-            if self.schedule.rounds and (failed := fault.revoked(self._comm)) is not None:
-                raise failed  # a receive the revoke completed holds no data
 
     def _finished(self) -> None:
         if self._window is not None:
@@ -443,8 +441,6 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
                 run_bound_steps(steps, op)
     except MPI.Exception as error:
         raise fault.failure(error, comm) or mismatch(schedule, index, tag, str(error)) from None
-    if rounds and (failed := fault.revoked(comm)) is not None:
-        raise failed
 
 
 
@@ -572,8 +568,6 @@ class BoundStage(_InWindow):
             if self._window is not None:
                 self._window.leave(self)
             self._finished()
-            if self._rounds and (failed := fault.revoked(self._comm)) is not None:
-                raise failed  # a receive the revoke completed holds no data
 
     def _finished(self) -> None:
         """After the last round (the subclass's to use)."""

@@ -267,11 +267,11 @@ class LoweredCall:
                             break
                     else:
                         request.Wait()
-                if ctx.size > 1 and (failed := fault.revoked(ctx.comm)) is not None:
-                    raise failed
             else:  # ctx.next_tags(1, kind_bits), inlined
                 tag = self.tag_high + next(ctx.tags) % ctx.sequence_mod
                 run_bound(self.bound, ctx.comm, tag, self.op, self.schedule)
+            if ctx.fault_tolerant and (failed := fault.check(ctx.comm)) is not None:
+                raise failed
         except MPI.Exception as error:  # (MPI's own: run_bound says what its errors mean)
             failed = fault.failure(error, ctx.comm)
             if failed is None:

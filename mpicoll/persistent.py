@@ -150,6 +150,8 @@ class PersistentRequest(Request):
             return super().wait()
         try:
             bound.wait()
+            if self.context.fault_tolerant:
+                self._finished_stage()
             self._current = None
         except BaseException as error:
             self._stop(error)

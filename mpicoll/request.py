@@ -10,7 +10,7 @@ from . import inflight
 from ._array import Array
 from .execution import Ran
 from .check import say
-from .fault import ProcessFailedError
+from .fault import ProcessFailedError, check
 from .engine import Stage
 from .timing import Record
 
@@ -96,6 +96,8 @@ class Request:
             while self._current is not None:
                 if not self._current.test():
                     return
+                if self.context.fault_tolerant:
+                    self._finished_stage()
                 self._current = self._next_stage()
         except BaseException as error:
             self._stop(error)
@@ -105,6 +107,8 @@ class Request:
         try:
             while self._current is not None:
                 self._current.wait()
+                if self.context.fault_tolerant:
+                    self._finished_stage()
                 self._current = self._next_stage()
         except BaseException as error:
             self._stop(error)
@@ -140,6 +144,13 @@ class Request:
     def watched(self) -> bool:
         """Somebody waits for it: blocked in wait(), or testing since it last moved."""
         return not self.done and (self.waiting or self.asked > self.last_progress())
+
+    def _finished_stage(self) -> None:
+        """A stage completed in a job that survives failures (``context.fault_tolerant``):
+        raise if one happened (what the stage received may not be data:
+        :func:`mpicoll.fault.check`)."""
+        if (failed := check(self.context.comm)) is not None:
+            raise failed
 
     def _next_stage(self) -> Stage | None:
         stage = next(self._stages, None)

@@ -154,8 +154,6 @@ class NativeExecution:
             self._request = None  # _finished(), inlined: a persistent start's budget is ~1 µs
             if self._record is not None:
                 self._record.t1 = MPI.Wtime()
-            if (failed := fault.revoked(self._comm)) is not None:
-                raise failed
 
     def completed(self, index: int, status: MPI.Status) -> None:
         """Completed by the progress engine's ``Waitany``."""
@@ -172,8 +170,6 @@ class NativeExecution:
         self._request = None
         if self._record is not None:
             self._record.t1 = MPI.Wtime()
-        if self._comm is not None and (failed := fault.revoked(self._comm)) is not None:
-            raise failed
 
 
 def run(algorithm: Algorithm, call: Call) -> Iterator[NativeExecution]:
