@@ -112,5 +112,5 @@ def check(comm: MPI.Comm) -> ProcessFailedError | None:
     receive that a revoke completed holds no data, and Open MPI 5.0.11's ``Waitall`` and
     ``Testall`` (without statuses) return success for a receive from a process known to have
     failed, its buffer untouched. So a collective of a tolerant job (:func:`tolerant`) ends
-    with this check (0.28 µs: lambda and all)."""
+    with this check (0.28 µs)."""
     return _learned(comm) if involved(comm) else None
