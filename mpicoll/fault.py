@@ -101,10 +101,9 @@ def failed_ranks(comm: MPI.Comm) -> tuple[int, ...]:
 
 def tolerant() -> bool:
     """Whether this job's MPI survives a failed process: Open MPI under ``mpiexec --with-ft
-    ulfm`` (which sets ``OMPI_MCA_mpi_ft_enable``), or MPICH with ``MPIR_CVAR_ENABLE_FT``.
-    Elsewhere a death ends the job, and no collective pays for :func:`check`."""
-    return any(os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
-               for name in ("OMPI_MCA_mpi_ft_enable", "MPIR_CVAR_ENABLE_FT"))
+    ulfm``, which sets ``OMPI_MCA_mpi_ft_enable``. Elsewhere a death ends the job (hydra
+    kills every rank), and no collective pays for :func:`check`."""
+    return os.environ.get("OMPI_MCA_mpi_ft_enable", "").lower() in ("1", "true", "yes", "on")
 
 
 def check(comm: MPI.Comm) -> ProcessFailedError | None:

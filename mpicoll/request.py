@@ -117,12 +117,12 @@ class Request:
     def _stop(self, error: BaseException) -> None:
         """It cannot go on (a mismatch, a failed process): done, and the error is what its
         test or wait raise. A failed process stops every collective of its communicator."""
-        if isinstance(error, ProcessFailedError):
-            error.during(self.describe())
-            self._error, self._current = error, None
-            self.context.failed(error)
-        else:
-            self._error, self._current = error, None
+        failed = error if isinstance(error, ProcessFailedError) else None
+        if failed is not None:
+            failed.during(self.describe())  # (before it forgets where it stood)
+        self._error, self._current = error, None
+        if failed is not None:
+            self.context.failed(failed)
 
     def fail(self, error: ProcessFailedError) -> None:
         """Stop it and take it out of the engine: a process of its communicator failed."""

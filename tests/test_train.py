@@ -107,9 +107,7 @@ def train_ulfm(tmp_path, name, *options, timeout=90):
     cmd = [mpiexec_path(), *ULFM, "-n", "4", sys.executable, "-m", "mpi4py", "-m", "mpicoll",
            "train", "--dataset", "digits", "--epochs", "3", *options, "--json", str(path)]
     try:
-        # (MPI_Finalize after a failure can hang: failure-modes.md)
-        env = mpi_env({"MPI4PY_RC_FINALIZE": "0"}, timeout)
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True,
+        proc = subprocess.run(cmd, cwd=ROOT, env=mpi_env({}, timeout), capture_output=True,
                               text=True, timeout=timeout + 30)
     except subprocess.TimeoutExpired as hung:
         pytest.fail(f"hung: {' '.join(cmd)}\n{hung.stdout}")
