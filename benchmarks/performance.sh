@@ -6,7 +6,7 @@
 #   bash benchmarks/performance.sh tables                   # only the tables, from the files
 #
 # Steps (in this order): local-p2 local-p4 calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
-# emulated-2x2 compression-local compression-4x1 compression-2x2 overlap-2x1 overlap-2x2, then the
+# lowercase-p2 emulated-2x2 compression-local compression-4x1 compression-2x2 overlap-2x1 overlap-2x2, then the
 # tables.
 # Each step writes docs/data/performance/STEP.txt (the tool's output under a provenance header:
 # mpicoll revision, MPI library, versions, cores, the command) and, for the sweeps, STEP.png;
@@ -28,7 +28,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 YIELD=(env MPIR_CVAR_POLLS_BEFORE_YIELD=1 MPIR_CVAR_CH4_PROGRESS_THROTTLE=1)  # 4 ranks on 2 cores
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
-ALL=(local-p2 local-p4 calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 emulated-2x2 compression-local
+ALL=(local-p2 local-p4 calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 lowercase-p2 emulated-2x2 compression-local
      compression-4x1 compression-2x2 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
@@ -106,6 +106,8 @@ for step in "${STEPS[@]}"; do
         "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" benchmarks/examples/cg_poisson.py --n 256 --reps 11 ;;
     monte-carlo-p2) run "$step" "2 ranks: Monte-Carlo tallies through MPI.COMM_WORLD and through mpicoll.Comm" -- \
         "$MPIEXEC" -n 2 -bind-to core "$PY" benchmarks/examples/monte_carlo.py --bins 128,16384,131072 ;;
+    lowercase-p2) run "$step" "2 ranks: the lowercase allreduce of each kind of object, mpi4py's beside mpicoll.Comm's" -- \
+        "$MPIEXEC" -n 2 -bind-to core "$PY" benchmarks/lowercase.py ;;
     emulated-2x2) emulated "$step" && ATTEMPTS=2 run "$step" "emulated 2 hosts x 2 ranks, 1 Gbit/s links, every algorithm against MPI_Allreduce" -- \
         "${EMU[@]}" --hosts 2 --ranks-per-host 2 -- "$PY" -m mpicoll bench -m 16:16M -f 4 -i 11 --no-progress \
         -a auto,native-blocking,hybrid,ring,rabenseifner,rd,tree --output "$tmp/$step.h5" && plot "$step" ;;
@@ -323,6 +325,21 @@ def examples(name):
     return prov + "\n".join(rows) + "\n"
 
 
+def lowercase(name):
+    """The lowercase allreduce per kind of object: mpi4py's time, mpicoll.Comm's, the ratios."""
+    prov, lines = header((out / f"{name}.txt").read_text())
+    if (note := missing(name, lines)):
+        return note
+    native = re.search(r"MPI_Allreduce of 8 B ([\d.]+) us", "\n".join(lines))[1]
+    table = ["| object (every rank) | mpi4py (µs) | `mpicoll.Comm` (µs) | mpicoll / mpi4py | "
+             f"mpicoll / `MPI_Allreduce` of 8 B ({native} µs) |", "|---|---:|---:|---:|---:|"]
+    for line in lines:
+        f = line.split()
+        if not line.startswith("#") and len(f) == 5:
+            table.append(f"| `{f[0]}` | {f[1]} | {f[2]} | {f[3]}× | {f[4]}× |")
+    return prov + "\n".join(table) + "\n"
+
+
 ONE = [8, 64, 1 * KiB, 8 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB]
 ONE_NODE = ["auto", "native-blocking", "rd", "ring", "rabenseifner", "shm", "tree"]
 EMULATED = ["auto", "native-blocking", "hybrid", "ring", "rabenseifner", "rd", "tree"]
@@ -332,7 +349,8 @@ makers = {"local-p2": lambda n: sweep(n, ONE_NODE, ONE), "local-p4": lambda n: s
           "compression-local": compression, "compression-4x1": compression,
           "compression-2x2": compression, "overlap-2x1": overlap, "overlap-2x2": overlap,
           "calls-p1": calls_one_rank, "calls-p2-start": lambda n: calls_by_size("calls-p2", "start"),
-          "calls-p2-init": lambda n: calls_by_size("calls-p2", "init"), "examples": examples}
+          "calls-p2-init": lambda n: calls_by_size("calls-p2", "init"), "examples": examples,
+          "lowercase-p2": lowercase}
 for name, make in makers.items():
     source = out / ("cg-p2.txt" if name == "examples" else f"{name.replace('-start', '').replace('-init', '')}.txt")
     if source.exists():

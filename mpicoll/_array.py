@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 __all__ = ["Array", "array_module", "is_device", "address", "writeable", "to_host", "same_module",
-           "MIXED"]
+           "flat", "MIXED"]
 
 Array: TypeAlias = Any
 """A NumPy or CuPy ndarray. CuPy has no type information (and is optional), so annotations say
@@ -46,6 +46,12 @@ def address(a: Array) -> int:
 
 def writeable(a: Array) -> bool:
     return getattr(a.flags, "writeable", True)  # CuPy arrays have no read-only flag
+
+
+def flat(a: Array) -> Array:
+    """A 1-D view of a contiguous array's elements in memory order (C or Fortran): the message
+    MPI sees in it, whatever its shape; ``reshape(-1)`` would copy a Fortran-ordered one."""
+    return a.reshape(-1) if a.flags.c_contiguous else a.T.reshape(-1)
 
 
 def to_host(a: Array) -> np.ndarray:

@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 from . import _env, check, codecs, context, fastpath, inflight, ops, timing, transport, watchdog
 from . import algorithm as algorithms_
-from ._array import MIXED, Array, address, array_module, writeable
+from ._array import MIXED, Array, address, array_module, flat, writeable
 from . import builtin, execution  # noqa: F401  (importing builtin registers the algorithms)
 from .algorithm import Algorithm, Options, native, registry, select
 from .execution import Call
@@ -45,11 +45,13 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
     """Reduce ``sendbuf`` over every rank of ``comm`` and return the result, the same bits on all.
 
     Args:
-        sendbuf: contiguous NumPy or CuPy array; never modified unless ``recvbuf is sendbuf``.
+        sendbuf: contiguous NumPy or CuPy array, any shape, C or Fortran order (its elements
+            in memory order are the message); never modified unless ``recvbuf is sendbuf``.
             CuPy arrays reach MPI directly when it is CUDA-aware, else through pinned host
             memory (``mpicoll.transport``); the result stays on the device.
-        recvbuf: array of the same shape, dtype and kind (host or device) for the result
-            (allocated when None); ``recvbuf is sendbuf`` reduces in place.
+        recvbuf: array of as many elements, of the same dtype and kind (host or device), for
+            the result, in its own shape (allocated like ``sendbuf`` when None); the same
+            memory as ``sendbuf`` reduces in place.
         op: "sum", "prod", "min", "max", "avg" or the matching ``mpi4py.MPI.Op``; or a
             commutative user-defined ``MPI.Op`` (host arrays; applied by ``MPI_Reduce_local``).
         algorithm: one of ``algorithms()``; "auto" picks by size and node layout (the
@@ -181,7 +183,7 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
         count=send.size, nbytes=send.nbytes, transport=path.name)
     # Tags are taken now, in call order, identical on every rank: a later stage that took its
     # tag when it starts would race with the calls other ranks made meanwhile.
-    call = Call(ctx, send.reshape(-1), recv.reshape(-1), op_, _options(send.dtype), inner,
+    call = Call(ctx, flat(send), flat(recv), op_, _options(send.dtype), inner,
                 feedback, record_, path, ctx.next_tags(chosen.tags, bits),
                 checking, blocking)
     return _Prepared(send, recv, op_, chosen, ctx, path, codec_, spec, kind, number, bits, call,
@@ -322,9 +324,9 @@ def _checked(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
         recv = xp.empty_like(send)
     else:
         recv = _array("recvbuf", recvbuf, xp)
-        if recv.shape != send.shape or recv.dtype != send.dtype:
-            raise ValueError(f"recvbuf {recv.shape} {recv.dtype} does not match "
-                             f"sendbuf {send.shape} {send.dtype}")
+        if recv.size != send.size or recv.dtype != send.dtype:  # (shapes may differ, as in MPI)
+            raise ValueError(f"recvbuf holds {recv.size} {recv.dtype}, sendbuf {send.size} "
+                             f"{send.dtype}: they must hold as many elements of one dtype")
         if not writeable(recv):
             raise ValueError("recvbuf is read-only")
         if recv is not sendbuf and xp.may_share_memory(send, recv) and not _same_memory(send, recv):
@@ -351,13 +353,14 @@ def _checked(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
 
 
 def _array(name: str, buf: Any, xp: Any) -> Array:
-    """``buf`` if it is a contiguous array of module ``xp`` (the send buffer's)."""
+    """``buf`` if it is a contiguous array of module ``xp`` (the send buffer's): any shape, C
+    or Fortran order (its elements in memory order are the message, as for MPI)."""
     if array_module(buf) is not xp:
         raise TypeError(f"sendbuf and recvbuf: {MIXED}")
     if not isinstance(buf, xp.ndarray):
         raise TypeError(f"{name} must be a NumPy or CuPy array, not {type(buf).__name__}")
-    if not buf.flags.c_contiguous:
-        raise ValueError(f"{name} is not C-contiguous; pass numpy.ascontiguousarray({name})")
+    if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
+        raise ValueError(f"{name} is not contiguous; pass numpy.ascontiguousarray({name})")
     return buf
 
 

@@ -5,12 +5,14 @@
     comm = mpicoll.Comm(MPI.COMM_WORLD)      # was: comm = MPI.COMM_WORLD
 
 :class:`Comm` is an ``MPI.Intracomm`` on the same handle (no duplicate unless ``dup=True``), so
-every method mpicoll does not implement is mpi4py's own. ``Allreduce``, ``Iallreduce``,
-``Allreduce_init`` and the lowercase ``allreduce`` take mpi4py's arguments and run
-:func:`mpicoll.allreduce` with the communicator's ``algorithm`` and ``codec``. What mpicoll
-cannot do runs mpi4py's call instead, decided from the arguments alone (so the same on every rank
-that passes the same kind of arguments), counted in :attr:`Comm.fallbacks` and recorded as
-algorithm ``mpi`` in the timing records, with the reason as its phase.
+every method mpicoll does not implement is mpi4py's own. ``Allreduce``, ``Iallreduce`` and
+``Allreduce_init`` take mpi4py's arguments, by mpi4py's rules (a message is a buffer, a count and
+a datatype: shapes may differ), and run :func:`mpicoll.allreduce` with the communicator's
+``algorithm`` and ``codec``; what mpicoll cannot do runs mpi4py's call instead, decided from the
+arguments alone (MPI asks every rank for the same count and datatype). The lowercase
+``allreduce`` gives mpi4py's answer for whatever objects the ranks pass, deciding with every
+rank's object in view (:mod:`mpicoll.objects`). Fallbacks are counted in :attr:`Comm.fallbacks`
+and recorded as algorithm ``mpi`` in the timing records, with the reason as its phase.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import api, context, ops, recovery, timing
+from . import api, context, objects, ops, recovery, timing
 from .algorithm import registry
 from .persistent import PersistentRequest
 from .request import Request as _MpicollRequest
@@ -52,7 +54,7 @@ class Comm(MPI.Intracomm):
 
     fallbacks: collections.Counter
     _settings: dict  # mpicoll.allreduce's keywords for a call without extras
-    _scalar: np.ndarray
+    _records: objects.Records  # the lowercase allreduce's
 
     def __new__(cls, comm: MPI.Intracomm | None = None, *, algorithm: str = "auto",
                 codec: Any = None, dup: bool = False) -> Comm:
@@ -69,7 +71,7 @@ class Comm(MPI.Intracomm):
         # mpicoll runs on the same handle as a plain Intracomm, whose Dup and Allreduce_init
         # (which mpicoll calls) are mpi4py's, not these
         self._settings = {"algorithm": algorithm, "comm": MPI.Intracomm(self), "codec": codec}
-        self._scalar = np.empty(1)  # where the lowercase allreduce reduces a float
+        self._records = objects.Records(self.Get_size(), MPI.BYTE)
         return self
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algorithm: str = "auto",
@@ -162,22 +164,30 @@ class Comm(MPI.Intracomm):
 
     def allreduce(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str | None = None,
                   codec: Any = None) -> Any:
-        """mpi4py's lowercase ``allreduce``: NumPy arrays and scalars and Python ``float`` and
-        ``complex`` through mpicoll (the result has the type given); anything else (``int``,
-        which is exact at any size, lists, which ``MPI.SUM`` concatenates, other objects, and
-        user ops, which take Python objects) through mpi4py."""
-        if type(sendobj) is float and _arithmetic(op):  # a dot product, a norm: in place
-            scalar = self._scalar
-            scalar[0] = sendobj
-            api.allreduce(scalar, scalar, op=op, **self._how(algorithm, codec))
-            return float(scalar[0])
-        try:
-            array, back = _object(sendobj, op)
-        except _Fallback as why:
-            with self._fallback(str(why), None, op):
+        """mpi4py's lowercase ``allreduce``, with mpi4py's answer whatever each rank passes
+        (:mod:`mpicoll.objects`): every rank's object described in one ``MPI_Allgather`` of
+        32 bytes, then numbers (Python and NumPy scalars, 0-d arrays) combined here in
+        mpi4py's order, NumPy arrays of the same dtype and shape on every rank reduced by
+        mpicoll (SUM and PROD), anything else run by mpi4py on every rank."""
+        if not _arithmetic(op):
+            with self._fallback("a lowercase allreduce with an op other than SUM, PROD, MIN, "
+                                "MAX", None, op):
                 return super().allreduce(sendobj, op)
-        result = api.allreduce(array, op=op, **self._how(algorithm, codec))
-        return back(result)
+        records = self._records
+        records.describe(sendobj)
+        if records.gather:
+            self._settings["comm"].Allgather(records.mine, records.every)
+        how = records.decide(lambda dtype: _reduces_arrays(dtype, op))
+        if how == "fold":
+            return objects.fold(records.numbers(), op)
+        if how == "array":
+            return api.allreduce(np.ascontiguousarray(sendobj), op=op,
+                                 **self._how(algorithm, codec))
+        reason = "a lowercase allreduce of arrays that differ across ranks, of booleans, or by " \
+            "MIN or MAX" if records.arrays() else \
+            "a lowercase allreduce of objects other than numbers and arrays (or ints beyond int64)"
+        with self._fallback(reason, None, op):
+            return super().allreduce(sendobj, op)
 
     def _how(self, algorithm: str | None, codec: Any) -> dict:
         """mpicoll's keywords for a call: its own extras, else this communicator's settings."""
@@ -274,8 +284,9 @@ def _arguments(sendbuf: Any, recvbuf: Any, op: Any) -> tuple[Any, Any, Any]:
     """mpi4py's allreduce arguments as mpicoll's (send, recv, op), or _Fallback."""
     recv = _buffer(recvbuf, writeable=True)
     send = recv if sendbuf is MPI.IN_PLACE else _buffer(sendbuf)
-    if send.dtype != recv.dtype or send.size != recv.size:
-        raise _Fallback("send and receive buffers differ")  # mpi4py says how
+    if send.size != recv.size or send.dtype != recv.dtype or send.dtype.char != recv.dtype.char:
+        raise _Fallback("send and receive buffers differ")  # mpi4py says how (MPI.LONG is not
+    # MPI.LONG_LONG, though NumPy makes both int64)
     if recv.dtype.kind in "iuf" and _arithmetic(op):
         return send, recv, op  # what most calls pass: nothing more to decide
     return send, recv, _op(op, recv.dtype)
@@ -351,16 +362,13 @@ def _buffer(spec: Any, writeable: bool = False) -> Any:
     return flat[start:stop]
 
 
-def _object(obj: Any, op: Any) -> tuple[np.ndarray, Any]:
-    """A lowercase allreduce's object as an array, and how to give the result back."""
-    if not _arithmetic(op):
-        raise _Fallback("a lowercase allreduce with an op other than SUM, PROD, MIN, MAX")
-    if isinstance(obj, np.ndarray) and obj.dtype.kind in "iufc":
-        array = np.ascontiguousarray(obj)
-        return array, lambda result: result
-    if isinstance(obj, np.generic) and obj.dtype.kind in "iufc":
-        return np.asarray(obj).reshape(1), lambda result: result[0]
-    if type(obj) in (float, complex):
-        kind = type(obj)
-        return np.array([obj]), lambda result: kind(result[0])
-    raise _Fallback(f"a lowercase allreduce of {type(obj).__name__}")
+def _reduces_arrays(dtype: np.dtype, op: Any) -> bool:
+    """Whether mpicoll reduces lowercase arrays of ``dtype`` by ``op`` as mpi4py's ``x + y`` or
+    ``x * y`` would (mpi4py's MIN and MAX compare whole arrays: its error, not ours)."""
+    if dtype.kind not in "iufc" or not (op == MPI.SUM or op == MPI.PROD):
+        return False
+    try:
+        ops.check_dtype(dtype, ops.resolve(op))
+    except (TypeError, ValueError):
+        return False
+    return True

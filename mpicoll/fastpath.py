@@ -162,7 +162,8 @@ class LoweredCall:
         """A lowered call for calls like this one (``plan``: the cached plan that ran, if any),
         or None where each call must take the full path (the context retires lowered calls
         when that changes, so a call need not look again)."""
-        if type(send) is not np.ndarray or check.every_call or timing.active() is not None \
+        if type(send) is not np.ndarray or not send.flags.c_contiguous or check.every_call \
+                or timing.active() is not None \
                 or watchdog.running():
             return None
         return LoweredCall(args, send, recv is send, ctx, op, algorithm, kind, kind_bits,

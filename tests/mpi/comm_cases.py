@@ -223,8 +223,9 @@ def test_nonblocking_and_persistent():
 
 
 def test_lowercase_allreduce():
-    """Python floats and complex numbers, NumPy scalars (their type kept) and arrays through
-    mpicoll; ints (exact at any size) and lists (MPI.SUM concatenates them) through mpi4py."""
+    """Python numbers and NumPy scalars (their type kept) and arrays through mpicoll; ints
+    beyond int64 (exact at any size) and lists (MPI.SUM concatenates them) through mpi4py
+    (tests/mpi/buffer_rules_cases.py compares every kind with mpi4py's answer)."""
     comm = COMMS["world"]()
     rank, size = comm.Get_rank(), comm.Get_size()
     total = float(sum(range(size)))
@@ -242,6 +243,7 @@ def test_lowercase_allreduce():
     assert_everywhere(comm, comm.allreduce(big) == WORLD.allreduce(big), "big int, exact")
     assert_everywhere(comm, comm.allreduce([rank]) == WORLD.allreduce([rank]), "list concatenated")
     assert_everywhere(comm, comm.allreduce(rank, op=MPI.MAX) == size - 1, "int max")
+    assert_everywhere(comm, sum(comm.fallbacks.values()) == 2, f"{comm.fallbacks}")
 
 
 def test_settings_travel_and_errors_are_clear():
