@@ -28,13 +28,13 @@ __all__ = ["Records", "fold"]
 OTHER, BOOL, INT, FLOAT, COMPLEX, SCALAR, ZERO_D, ARRAY = range(8)
 _BYTES = 32
 """A record: the object's kind (byte 0) and NumPy dtype code (``dtype.str``, bytes 1-4), an
-array's shape hashed (bytes 8-15), a number's bytes (16-31)."""
+array's shape hashed (bytes 8-15), a number's bytes (16-31), in this machine's byte order."""
 _VALUE, _WIDEST = 16, 16
-_PYTHON = {float: (FLOAT, struct.Struct("<B15xd")), int: (INT, struct.Struct("<B15xq")),
-           bool: (BOOL, struct.Struct("<B15x?")), complex: (COMPLEX, struct.Struct("<B15xdd"))}
-_NUMPY = struct.Struct("<B4s11x")
-_ARRAY = struct.Struct("<B4s3xq")
-_OTHER = struct.Struct("<B15x")
+_PYTHON = {float: (FLOAT, struct.Struct("=B15xd")), int: (INT, struct.Struct("=B15xq")),
+           bool: (BOOL, struct.Struct("=B15x?")), complex: (COMPLEX, struct.Struct("=B15xdd"))}
+_NUMPY = struct.Struct("=B4s11x")
+_ARRAY = struct.Struct("=B4s3xq")
+_OTHER = struct.Struct("=B15x")
 
 
 class Records:
@@ -53,6 +53,7 @@ class Records:
         self._kinds = memoryview(every)[0::_BYTES]
         self._floats = memoryview(every).cast("d")[2::4]
         self._ints = memoryview(every).cast("q")[2::4]
+        self._scalars: dict[int, Any] = {}  # a header of NumPy scalars -> how to read them
 
     def describe(self, obj: Any) -> None:
         """Describe ``obj`` in this rank's record."""
@@ -67,6 +68,11 @@ class Records:
             else:
                 layout.pack_into(record, 0, kind, obj)
             return
+        if isinstance(obj, np.generic):
+            scalar = _scalar(obj.dtype)
+            if scalar is not None:  # a NumPy scalar struct packs, in one step
+                scalar[1].pack_into(record, 0, SCALAR, scalar[0], obj)
+                return
         if isinstance(obj, (np.generic, np.ndarray)):
             code = _code(obj.dtype)
             if code is not None:
@@ -110,7 +116,33 @@ class Records:
         if kinds.count(INT) == len(kinds):
             return self._ints.tolist()
         every = self.every[0]
+        if kinds.count(SCALAR) == len(kinds):
+            headers = self._headers.tolist()
+            if headers.count(headers[0]) == len(headers):  # NumPy scalars of one type
+                scalar = self._scalars.get(headers[0])
+                if scalar is None:
+                    scalar = self._scalars[headers[0]] = _scalar(_dtype(bytes(every[1:5])))
+                if scalar is not None:
+                    kind, unpack = scalar[2], scalar[1].unpack_from
+                    return [kind(unpack(every, offset)[2])
+                            for offset in range(0, len(every), _BYTES)]
         return [_number(every, offset) for offset in range(0, len(every), _BYTES)]
+
+
+_STRUCT = {("b", 1): "?", ("i", 1): "b", ("u", 1): "B", ("i", 2): "h", ("u", 2): "H",
+           ("i", 4): "i", ("u", 4): "I", ("i", 8): "q", ("u", 8): "Q", ("f", 2): "e",
+           ("f", 4): "f", ("f", 8): "d"}
+
+
+@functools.lru_cache(maxsize=64)
+def _scalar(dtype: np.dtype) -> tuple[bytes, struct.Struct, type] | None:
+    """A NumPy scalar's dtype code, the record's layout for it and its type, where the struct
+    module packs its values (it does not pack complex or long double: None)."""
+    char = _STRUCT.get((dtype.kind, dtype.itemsize))
+    code = _code(dtype)
+    if char is None or code is None:
+        return None
+    return code, struct.Struct(f"=B4s11x{char}{_WIDEST - dtype.itemsize}x"), dtype.type
 
 
 @functools.lru_cache(maxsize=64)
