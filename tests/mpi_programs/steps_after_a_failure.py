@@ -4,7 +4,8 @@ the same step, apply every step once, and end with the same state bits.
     mpiexec --with-ft ulfm --mca btl tcp,self -n N python steps_after_a_failure.py \
         ALGORITHM FORM WHEN [DEATHS [STEPS]]
 
-FORM: blocking, nonblocking (iallreduce, then wait), comm (mpicoll.Comm's Allreduce). WHEN:
+FORM: blocking, nonblocking (iallreduce, then wait), persistent (an allreduce_init request per
+communicator, started each step), comm (mpicoll.Comm's Allreduce). WHEN:
 where the victim dies in its step: top (before the step's collective), after (right after the
 collective returned on the victim: the others may or may not have completed it), rounds (the
 victim starts the collective, progresses it once and dies). DEATHS (default 2) ranks die, the
@@ -64,6 +65,8 @@ x = np.zeros(COUNT)
 applied = np.zeros(1)
 out = np.empty(COUNT)
 mixed = 0
+send = np.empty(COUNT)
+persistent = (None, None)  # (communicator, its persistent request), made anew after a shrink
 steps = mpicoll.Steps(comm, [x, applied])
 while steps.step < total:
     with steps:
@@ -71,13 +74,20 @@ while steps.step < total:
         dying = DIES_AT == step
         if dying and when == "top":
             os._exit(3)
-        send = np.full(COUNT, ME + 1.0 + step)
+        send[...] = ME + 1.0 + step
         if form == "blocking":
             mpicoll.allreduce(send, out, algorithm=algorithm, comm=comm)
         elif form == "comm":
             comm.Allreduce(send, out)
         else:
-            request = mpicoll.iallreduce(send, out, algorithm=algorithm, comm=comm)
+            if form == "persistent":
+                if persistent[0] is not comm:
+                    persistent = (comm, mpicoll.allreduce_init(send, out, algorithm=algorithm,
+                                                               comm=comm))
+                request = persistent[1]
+                request.start()
+            else:
+                request = mpicoll.iallreduce(send, out, algorithm=algorithm, comm=comm)
             if dying and when == "rounds":
                 request.test()
                 os._exit(3)
