@@ -21,7 +21,9 @@ mismatch is a clear error on every rank instead of a hang or mixed-up data.
 When a process of the communicator fails (an MPI with ULFM), ``run`` and ``wait`` raise
 :class:`~mpicoll.ProcessFailedError` with every tensor as this rank made it for the step: no
 bucket's result, complete or partial, is left in them, so the step can be redone on the
-survivors' communicator (``mpicoll.shrink``) with a new manager; this one refuses to go on.
+survivors' communicator with a new manager; this one refuses to go on. Survivors may learn of
+the failure a step apart: run the steps in ``with mpicoll.Steps(...)`` blocks, which agree on
+the step to redo, and make the new manager on ``steps.comm``.
 Results are unpacked only once every bucket has completed; with ``as_views`` (the tensors are
 the buckets) a fault-tolerant job keeps a copy of each bucket's input from its start.
 """

@@ -76,7 +76,8 @@ class Steps:
     loop redoes that step on the survivors. In a fault-tolerant job (:func:`fault.tolerant`)
     each step starts by copying ``state`` (two copies kept: before this step and before the
     last); elsewhere a death ends the job and nothing is copied. ``steps.recoveries`` lists
-    each recovery: (failed ranks, the step this rank was in, the step resumed, seconds).
+    each recovery: (the ranks of the old communicator that are not among the survivors, the
+    same on every survivor; the step this rank was in; the step resumed; seconds).
     """
 
     def __init__(self, comm: MPI.Intracomm | None = None, state: Sequence[Any] = (),
@@ -104,14 +105,26 @@ class Steps:
             return False
         if not isinstance(error, fault.ProcessFailedError):
             return False
-        began = time.perf_counter()
-        again = getattr(self.comm, "Recover", None)  # a mpicoll.Comm stays one
-        self.comm, resume = again(self.step) if again is not None else recover(self.comm,
-                                                                               self.step)
+        began, old = time.perf_counter(), self.comm
+        again = getattr(old, "Recover", None)  # a mpicoll.Comm stays one
+        self.comm, resume = again(self.step) if again is not None else recover(old, self.step)
         if self.state:
             for array, copy in zip(self.state, self._before[resume]):
                 array_module(array).copyto(array, copy)
         self._before = {resume: self._before[resume]}
-        self.recoveries.append((error.failed, self.step, resume, time.perf_counter() - began))
+        self.recoveries.append((_left(old, self.comm), self.step, resume,
+                                time.perf_counter() - began))
         self.step = resume
         return True
+
+
+def _left(old: MPI.Comm, survivors: MPI.Comm) -> tuple[int, ...]:
+    """The ranks of ``old`` that are not in ``survivors`` (what the shrink agreed on: an error
+    may name none, where this rank learned of the failure from a revoke alone)."""
+    before, after = old.Get_group(), survivors.Get_group()
+    try:
+        ranks = MPI.Group.Translate_ranks(before, list(range(before.Get_size())), after)
+    finally:
+        before.Free()
+        after.Free()
+    return tuple(rank for rank, there in enumerate(ranks) if there == MPI.UNDEFINED)

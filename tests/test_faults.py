@@ -119,6 +119,7 @@ STEP_CASES = [(spec, "blocking", "after") for spec in
     ("ring", "blocking", "top"), ("native-blocking", "blocking", "after"),
     ("rd", "nonblocking", "rounds"), ("shm", "nonblocking", "rounds"),
     ("ring", "persistent", "rounds"), ("native", "persistent", "after"),
+    ("rd", "buckets", "after"), ("shm", "buckets", "top"),
     ("auto", "comm", "after"), ("tree", "comm", "top")]
 STEP_REPEATS = int(os.environ.get("MPICOLL_FAULT_REPEATS", "10"))
 _SURVIVORS = re.compile(r"^survivors: (\[.*\])$", re.M)

@@ -5,7 +5,8 @@ the same step, apply every step once, and end with the same state bits.
         ALGORITHM FORM WHEN [DEATHS [STEPS]]
 
 FORM: blocking, nonblocking (iallreduce, then wait), persistent (an allreduce_init request per
-communicator, started each step), comm (mpicoll.Comm's Allreduce). WHEN:
+communicator, started each step), comm (mpicoll.Comm's Allreduce), buckets (a BucketManager
+per communicator, summing the step's gradient in two buckets). WHEN:
 where the victim dies in its step: top (before the step's collective), after (right after the
 collective returned on the victim: the others may or may not have completed it), rounds (the
 victim starts the collective, progresses it once and dies). DEATHS (default 2) ranks die, the
@@ -30,6 +31,7 @@ mpi4py.rc.finalize = False  # Open MPI 5.0.11's MPI_Finalize can wait for the de
 from mpi4py import MPI  # noqa: E402
 
 import mpicoll  # noqa: E402
+from mpicoll.overlap import BucketManager  # noqa: E402
 
 algorithm, form, when = sys.argv[1:4]
 deaths = int(sys.argv[4]) if len(sys.argv) > 4 else 2
@@ -67,6 +69,8 @@ out = np.empty(COUNT)
 mixed = 0
 send = np.empty(COUNT)
 persistent = (None, None)  # (communicator, its persistent request), made anew after a shrink
+halves = np.empty(COUNT // 2), np.empty(COUNT - COUNT // 2)  # the buckets' gradients
+buckets = (None, None)  # (communicator, its BucketManager)
 steps = mpicoll.Steps(comm, [x, applied])
 while steps.step < total:
     with steps:
@@ -79,6 +83,14 @@ while steps.step < total:
             mpicoll.allreduce(send, out, algorithm=algorithm, comm=comm)
         elif form == "comm":
             comm.Allreduce(send, out)
+        elif form == "buckets":
+            if buckets[0] is not comm:
+                buckets = (comm, BucketManager(list(halves), comm=comm, op="sum",
+                                               algorithm=algorithm, bucket_bytes=8 * COUNT // 2,
+                                               first_bucket_bytes=8 * COUNT // 2))
+            halves[0][...], halves[1][...] = send[:COUNT // 2], send[COUNT // 2:]
+            buckets[1].run([lambda: ["1"], lambda: ["0"]])
+            out[:COUNT // 2], out[COUNT // 2:] = halves
         else:
             if form == "persistent":
                 if persistent[0] is not comm:
