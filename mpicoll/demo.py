@@ -63,7 +63,7 @@ class Settings:
     seed: int = 0
     elastic: bool = False     # survive a failed rank (ULFM): shrink, rebuild, redo the step
     kill_rank: int | None = None  # a demonstration of elastic: this rank SIGKILLs itself
-    kill_step: int | None = None  # at the start of this step (1-based, as the printed steps)
+    kill_step: int | None = None  # in this step (1-based, as the printed steps)
     kill_point: str = "start"     # where in that step: KILL_POINTS
 
     def check(self) -> None:
