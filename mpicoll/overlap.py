@@ -21,9 +21,9 @@ mismatch is a clear error on every rank instead of a hang or mixed-up data.
 When a process of the communicator fails (an MPI with ULFM), ``run`` and ``wait`` raise
 :class:`~mpicoll.ProcessFailedError` with every tensor as this rank made it for the step: no
 bucket's result, complete or partial, is left in them, so the step can be redone on the
-survivors' communicator with a new manager; this one refuses to go on. Survivors may learn of
-the failure a step apart: run the steps in ``with mpicoll.Steps(...)`` blocks, which agree on
-the step to redo, and make the new manager on ``steps.comm``.
+survivors' communicator with ``manager.on(survivors)``; this one refuses to go on. Survivors
+may learn of the failure a step apart: run the steps in ``with mpicoll.Steps(...)`` blocks,
+which agree on the step to redo, with ``manager = manager.on(steps.comm)`` atop each.
 Results are unpacked only once every bucket has completed; with ``as_views`` (the tensors are
 the buckets) a fault-tolerant job keeps a copy of each bucket's input from its start.
 """
@@ -136,6 +136,9 @@ class BucketManager:
             if context.of(self.comm).fault_tolerant:  # the reduction writes into the tensors
                 for b in self.buckets:
                     b.saved = array_module(b.flat).empty_like(b.flat)
+        self._settings = dict(bucket_bytes=bucket_bytes, first_bucket_bytes=first_bucket_bytes,
+                              op=op, algorithm=algorithm, codec=codec, progress=progress,
+                              as_views=as_views)  # (for on())
         self._index = {id(a): i for i, a in enumerate(self.tensors)}
         self._bucket_of = {t: b for b in self.buckets for t in b.members}
         self._check_same_on_all_ranks(bucket_bytes, first_bucket_bytes, op, algorithm,
@@ -149,6 +152,17 @@ class BucketManager:
     @property
     def tensors_by_name(self) -> dict[str, Array]:
         return dict(zip(self.names, self.tensors))
+
+    def on(self, comm: MPI.Intracomm) -> BucketManager:
+        """This manager on ``comm``: itself where it runs there already, else a new manager of
+        the same tensors with the same settings (collective over ``comm``). After a failure,
+        at the top of each step of a :class:`~mpicoll.Steps` loop:
+        ``manager = manager.on(steps.comm)``. The new one's codecs start afresh (error-feedback
+        residuals, thresholds) on every survivor alike; with ``as_views`` its ``tensors`` are
+        new views, holding the old ones' values."""
+        if comm is self.comm:
+            return self
+        return BucketManager(self.tensors_by_name, comm=comm, **self._settings)
 
     # ---- one step
     def run(self, compute: Iterable[Callable[[], Iterable[TensorRef] | None]]) -> Metrics:
@@ -248,8 +262,8 @@ class BucketManager:
         who = f"rank{'s' * (len(failed) != 1)} {', '.join(map(str, failed))}" if failed \
             else "a process"
         return RuntimeError(f"this BucketManager's communicator lost {who} in an earlier step "
-                            "(ProcessFailedError): make a new BucketManager on the survivors' "
-                            "communicator, mpicoll.shrink(comm)")
+                            "(ProcessFailedError): go on with manager.on(survivors), on the "
+                            "survivors' communicator (mpicoll.Steps' steps.comm)")
 
     def _reset(self) -> None:
         if self._failure is not None:

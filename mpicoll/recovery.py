@@ -30,8 +30,17 @@ __all__ = ["shrink", "recover", "Steps"]
 
 def shrink(comm: MPI.Intracomm | None = None) -> MPI.Intracomm:
     """A communicator of ``comm``'s surviving processes (``MPI_Comm_shrink``; collective over
-    the survivors, which agree on who failed). ``comm`` is ``MPI.COMM_WORLD`` when None."""
+    the survivors, which agree on who failed). ``comm`` is ``MPI.COMM_WORLD`` when None.
+
+    ``comm`` is revoked first (ULFM's pattern): a survivor still waiting in one of MPI's own
+    collectives on it (the agreement of :func:`recover`, making mpicoll's communicators for
+    it) for one that is already here then raises too and comes here, instead of waiting
+    forever. mpicoll's own communicators for it were revoked when its collective raised."""
     comm = MPI.COMM_WORLD if comm is None else comm
+    try:
+        comm.Revoke()
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        pass  # (revoked already; an MPI without ULFM fails in the shrink, below)
     try:
         survivors = cast(MPI.Intracomm, MPI.Intracomm.Shrink(comm))  # (not a subclass's)
     except (NotImplementedError, AttributeError) as error:
@@ -49,15 +58,16 @@ def recover(comm: MPI.Intracomm | None, step: int) -> tuple[MPI.Intracomm, int]:
     (a rank completes a step's collectives only with every other rank's part of them, so none
     can be further ahead). A rank that gets ``step - 1`` completed that step alone and must
     restore its state from before it; :class:`Steps` does all of this. Collective over the
-    survivors; a death during it raises ``ProcessFailedError`` again (recover once more)."""
+    survivors. A death during it is recovered here too, on the survivors' survivors: a
+    survivor that had completed the agreement finds the death in its next step and recovers
+    from there, and the minimum still gives every survivor the same step."""
     survivors = shrink(comm)
     try:
         return survivors, survivors.allreduce(step, op=MPI.MIN)
     except MPI.Exception as error:
-        failed = fault.failure(error, survivors)
-        if failed is None:
+        if fault.failure(error, survivors) is None:
             raise
-        raise failed.during("agreeing on the step to resume from") from None
+    return recover(survivors, step)  # one more died while the survivors agreed
 
 
 class Steps:
@@ -78,15 +88,21 @@ class Steps:
     last); elsewhere a death ends the job and nothing is copied. ``steps.recoveries`` lists
     each recovery: (the ranks of the old communicator that are not among the survivors, the
     same on every survivor; the step this rank was in; the step resumed; seconds).
+    With ``survive=False`` the same loop only counts steps: a failure is raised, nothing copied.
+
+    Objects made on the communicator are made again on ``steps.comm`` at the top of a step,
+    inside the block: ``manager = manager.on(steps.comm)`` for a
+    :class:`~mpicoll.overlap.BucketManager` (itself until a recovery).
     """
 
     def __init__(self, comm: MPI.Intracomm | None = None, state: Sequence[Any] = (),
-                 step: int = 0):
+                 step: int = 0, survive: bool = True):
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.state = list(state)
         self.step = step
+        self.survive = survive
         self.recoveries: list[tuple[tuple[int, ...], int, int, float]] = []
-        self._tolerant = fault.tolerant()
+        self._tolerant = survive and fault.tolerant()
         self._before: dict[int, list] = {}  # step -> the state's arrays as they were before it
 
     def __enter__(self) -> Steps:
@@ -103,7 +119,7 @@ class Steps:
         if error is None:
             self.step += 1
             return False
-        if not isinstance(error, fault.ProcessFailedError):
+        if not isinstance(error, fault.ProcessFailedError) or not self.survive:
             return False
         began, old = time.perf_counter(), self.comm
         again = getattr(old, "Recover", None)  # a mpicoll.Comm stays one

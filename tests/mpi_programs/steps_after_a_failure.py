@@ -6,11 +6,17 @@ the same step, apply every step once, and end with the same state bits.
 
 FORM: blocking, nonblocking (iallreduce, then wait), persistent (an allreduce_init request per
 communicator, started each step), comm (mpicoll.Comm's Allreduce), buckets (a BucketManager
-per communicator, summing the step's gradient in two buckets). WHEN:
-where the victim dies in its step: top (before the step's collective), after (right after the
+made anew on the survivors with manager.on(steps.comm), summing the step's gradient in two
+buckets). WHEN, where the victim dies in its step: top (before the step's collective), after (right after the
 collective returned on the victim: the others may or may not have completed it), rounds (the
-victim starts the collective, progresses it once and dies). DEATHS (default 2) ranks die, the
-first at step 3, the next two steps after each recovery: world rank 1, then the last, then 0.
+victim starts the collective, progresses it once and dies), inside (a thread kills the victim
+0-4 ms into the step's collective of 2 MiB; it prints "died inside" when the collective had
+not returned, else the victim dies right after it), agreeing and agreed (the first victim dies
+at "after"; the next in the survivors' first recovery, in their agreement on the step to resume
+from: before it gave its step, or right after the agreement returned on it, when the others may
+or may not have the result yet).
+DEATHS (default 2) ranks die, the first at step 3, the next two steps after each recovery:
+world rank 1, then the last, then 0.
 
 A step adds to the state ``x`` every rank's contribution (world rank + 1 + step, integers: any
 order of summation gives the same bits) and counts itself in ``applied``; each rank checks
@@ -23,6 +29,7 @@ on the last communicator equals MPI_Allreduce's bits ("exact: True").
 import hashlib
 import os
 import sys
+import threading
 
 import mpi4py
 import numpy as np
@@ -38,7 +45,8 @@ deaths = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 total = int(sys.argv[5]) if len(sys.argv) > 5 else 10
 WORLD = MPI.COMM_WORLD
 ME = WORLD.Get_rank()
-COUNT = 3000
+RANDOM = np.random.default_rng()
+COUNT = 1 << 18 if when == "inside" else 3000
 
 
 def members(comm):
@@ -62,6 +70,32 @@ def victims():
 
 
 DIES_AT = victims().get(ME)
+if when in ("agreeing", "agreed"):
+    if DIES_AT is not None and DIES_AT > 3:  # the second victim: in the first recovery
+        DIES_AT, before = None, when == "agreeing"
+
+        class DiesInTheAgreement(MPI.Intracomm):
+            def allreduce(self, *args, **kwargs):
+                if not before:
+                    super().allreduce(*args, **kwargs)
+                os._exit(3)
+
+        shrink = mpicoll.recovery.shrink
+        mpicoll.recovery.shrink = lambda comm=None: DiesInTheAgreement(shrink(comm))
+    when = "after"  # (the first victim's point)
+
+
+class Inside:
+    """when == "inside": kill this rank 0-4 ms into the collective, unless it returned first."""
+
+    def __init__(self):
+        self.returned = threading.Event()
+        threading.Thread(target=self._kill, args=(RANDOM.uniform(0, 0.004),), daemon=True).start()
+
+    def _kill(self, delay):
+        if not self.returned.wait(delay):
+            print("died inside", flush=True)
+            os._exit(3)
 comm = mpicoll.Comm(WORLD, algorithm=algorithm) if form == "comm" else WORLD
 x = np.zeros(COUNT)
 applied = np.zeros(1)
@@ -70,7 +104,9 @@ mixed = 0
 send = np.empty(COUNT)
 persistent = (None, None)  # (communicator, its persistent request), made anew after a shrink
 halves = np.empty(COUNT // 2), np.empty(COUNT - COUNT // 2)  # the buckets' gradients
-buckets = (None, None)  # (communicator, its BucketManager)
+manager = BucketManager(list(halves), comm=comm, op="sum", algorithm=algorithm,
+                        bucket_bytes=8 * COUNT // 2, first_bucket_bytes=8 * COUNT // 2) \
+    if form == "buckets" else None
 steps = mpicoll.Steps(comm, [x, applied])
 while steps.step < total:
     with steps:
@@ -79,17 +115,15 @@ while steps.step < total:
         if dying and when == "top":
             os._exit(3)
         send[...] = ME + 1.0 + step
+        inside = Inside() if dying and when == "inside" else None
         if form == "blocking":
             mpicoll.allreduce(send, out, algorithm=algorithm, comm=comm)
         elif form == "comm":
             comm.Allreduce(send, out)
         elif form == "buckets":
-            if buckets[0] is not comm:
-                buckets = (comm, BucketManager(list(halves), comm=comm, op="sum",
-                                               algorithm=algorithm, bucket_bytes=8 * COUNT // 2,
-                                               first_bucket_bytes=8 * COUNT // 2))
+            manager = manager.on(comm)  # (itself until a recovery)
             halves[0][...], halves[1][...] = send[:COUNT // 2], send[COUNT // 2:]
-            buckets[1].run([lambda: ["1"], lambda: ["0"]])
+            manager.run([lambda: ["1"], lambda: ["0"]])
             out[:COUNT // 2], out[COUNT // 2:] = halves
         else:
             if form == "persistent":
@@ -104,6 +138,8 @@ while steps.step < total:
                 request.test()
                 os._exit(3)
             request.wait()
+        if inside is not None:
+            inside.returned.set()
         if dying:
             os._exit(3)
         mixed += int(out[0] != sum(w + 1.0 + step for w in members(comm)))
