@@ -322,7 +322,7 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
     step_s, compute_s = np.zeros(steps), np.zeros(steps)
     members = list(range(ranks))  # the ranks (of the first communicator) still running
     failures: list[dict[str, Any]] = []
-    recoveries: list[float] = []  # this rank's seconds from catching the error to the redo
+    recoveries: list[tuple[float, bool]] = []  # this rank's: (seconds, rolled back)
 
     def backward(layer: int) -> Callable[[], list[str]]:
         def run() -> list[str]:

@@ -30,6 +30,7 @@ the buckets) a fault-tolerant job keeps a copy of each bucket's input from its s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -136,9 +137,9 @@ class BucketManager:
             if context.of(self.comm).fault_tolerant:  # the reduction writes into the tensors
                 for b in self.buckets:
                     b.saved = array_module(b.flat).empty_like(b.flat)
-        self._settings = dict(bucket_bytes=bucket_bytes, first_bucket_bytes=first_bucket_bytes,
-                              op=op, algorithm=algorithm, codec=codec, progress=progress,
-                              as_views=as_views)  # (for on())
+        self._made_alike = functools.partial(  # (for on())
+            BucketManager, bucket_bytes=bucket_bytes, first_bucket_bytes=first_bucket_bytes,
+            op=op, algorithm=algorithm, codec=codec, progress=progress, as_views=as_views)
         self._index = {id(a): i for i, a in enumerate(self.tensors)}
         self._bucket_of = {t: b for b in self.buckets for t in b.members}
         self._check_same_on_all_ranks(bucket_bytes, first_bucket_bytes, op, algorithm,
@@ -162,7 +163,7 @@ class BucketManager:
         new views, holding the old ones' values."""
         if comm is self.comm:
             return self
-        return BucketManager(self.tensors_by_name, comm=comm, **self._settings)
+        return self._made_alike(self.tensors_by_name, comm=comm)
 
     # ---- one step
     def run(self, compute: Iterable[Callable[[], Iterable[TensorRef] | None]]) -> Metrics:
