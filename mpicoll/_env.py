@@ -6,12 +6,14 @@ import os
 from typing import Callable
 
 __all__ = ["positive_int", "Settings", "settings", "reload", "on_change", "changed",
-           "ALGORITHM_ENV", "CODEC_ENV", "SEGMENT_ENV", "TUNING_ENV", "DEFAULT_SEGMENT_BYTES"]
+           "ALGORITHM_ENV", "CODEC_ENV", "SEGMENT_ENV", "TUNING_ENV", "AUTO_ENV",
+           "DEFAULT_SEGMENT_BYTES"]
 
 ALGORITHM_ENV = "MPICOLL_ALGORITHM"
 CODEC_ENV = "MPICOLL_CODEC"
 SEGMENT_ENV = "MPICOLL_TREE_SEGMENT"
 TUNING_ENV = "MPICOLL_TUNING"
+AUTO_ENV = "MPICOLL_AUTO"
 DEFAULT_SEGMENT_BYTES = 256 * 1024
 
 
@@ -34,13 +36,17 @@ class Settings:
     """The variables calls consult, read once: a call must not pay ``os.environ`` (a
     microsecond each). ``mpicoll.reload_environment()`` reads them again."""
 
-    __slots__ = ("algorithm", "codec", "segment_bytes", "tuning")
+    __slots__ = ("algorithm", "codec", "segment_bytes", "tuning", "auto")
 
     def __init__(self) -> None:
         self.algorithm = os.environ.get(ALGORITHM_ENV, "auto")
         self.codec = os.environ.get(CODEC_ENV) or None
         self.segment_bytes = positive_int(SEGMENT_ENV, DEFAULT_SEGMENT_BYTES)
         self.tuning = os.environ.get(TUNING_ENV) or None
+        self.auto = os.environ.get(AUTO_ENV) or "measure"
+        if self.auto not in ("measure", "model"):
+            raise ValueError(f"{AUTO_ENV}={self.auto!r}: expected 'measure' (auto tries its "
+                             "shortlist in real calls) or 'model' (the cost model's pick)")
 
 
 _settings: Settings | None = None

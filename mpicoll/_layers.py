@@ -14,7 +14,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                "algorithm.rabenseifner", "algorithm.hybrid", "algorithm.node_leaders",
                "algorithm.shm")),
     ("model", ("costmodel", "simulate", "tuning", "algorithm.select")),
-    ("runtime", ("topology", "transport", "node_window", "check", "watchdog", "engine",
+    ("runtime", ("topology", "transport", "node_window", "check", "watchdog", "trials", "engine",
                  "execution", "inflight", "algorithm.native", "algorithm.native_blocking",
                  "algorithm.sparse_allgather", "algorithm.sparse_regions",
                  "algorithm.sparse_auto", "builtin")),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple, TypeAlias, Union
+import time
+from typing import Any, NamedTuple, TypeAlias, Union, cast
 
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, check, codecs, context, fastpath, inflight, ops, timing, transport, watchdog
+from . import _env, check, codecs, context, fastpath, fault, inflight, ops, timing, transport, \
+    watchdog
 from . import algorithm as algorithms_
 from ._array import MIXED, Array, address, array_module, flat, writeable
 from . import builtin, execution  # noqa: F401  (importing builtin registers the algorithms)
@@ -18,7 +20,7 @@ from .algorithm.native import NativeExecution
 from .persistent import BoundRounds, PersistentRequest
 from .request import Request
 
-__all__ = ["allreduce", "iallreduce", "allreduce_init", "choose_algorithm",
+__all__ = ["allreduce", "iallreduce", "allreduce_init", "choose_algorithm", "trials_left",
            "algorithms_available", "check_codec", "reload_environment"]
 
 AnyCodec: TypeAlias = Union[codecs.Codec, codecs.ErrorFeedback]
@@ -74,12 +76,43 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
         result = fastpath.run(sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
             return result
+        if algorithm == registry.AUTO:
+            trial = _trial(sendbuf, recvbuf, op, comm)
+            if trial is not None:
+                return _tried(trial, sendbuf, recvbuf, op, comm)
     request, lowered, p = _start(sendbuf, recvbuf, op, algorithm, comm, codec, blocking=True)
     result = request.wait()
     if p.carried:
         _checked_now(p)  # its barrier had the verdict (or it had none: now)
     if lowered is not None:
         fastpath.keep(lowered, blocking=True)
+    return result
+
+
+def _trial(sendbuf: Any, recvbuf: Any, op: Any, comm: Any
+           ) -> tuple[context.Context, str, tuple, tuple[str, ...]] | None:
+    """A blocking ``auto`` call that is one of its trials (:mod:`mpicoll.trials`): the
+    communicator's context, the algorithm it tries, the key and the shortlist; else None."""
+    send, _, op_, asked, comm_, codec = _checked(sendbuf, recvbuf, op, registry.AUTO, comm, None)
+    ctx = context.of(comm_)
+    chosen = _resolve(asked, send, transport.choose(send), ctx, codec, op_, blocking=True)
+    return None if isinstance(chosen, Algorithm) else (ctx, chosen[0], *chosen[1])
+
+
+def _tried(trial: tuple[context.Context, str, tuple, tuple[str, ...]], sendbuf: Any,
+           recvbuf: Any, op: Any, comm: Any) -> Any:
+    """Run the trial as a call of the algorithm it tries (the fast path from its second call,
+    as after the choice), timed; after the last, the ranks agree on the choice."""
+    ctx, name, key, shortlist = trial
+    began = time.perf_counter()
+    result = allreduce(sendbuf, recvbuf, op=op, algorithm=name, comm=comm)
+    try:
+        ctx.trials.ran(key, shortlist, name, time.perf_counter() - began)
+    except MPI.Exception as error:
+        failed = fault.failure(error, ctx.comm)
+        if failed is None:
+            raise
+        raise ctx.failed(failed).during("agreeing on auto's choice") from None
     return result
 
 
@@ -154,7 +187,7 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     send, recv, op_, asked, comm_, codec_ = _checked(sendbuf, recvbuf, op, algorithm, comm, codec)
     ctx = context.of(comm_)
     path = transport.choose(send)
-    chosen = _resolve(asked, send, path, ctx, codec_, op_)
+    chosen = cast(Algorithm, _resolve(asked, send, path, ctx, codec_, op_))
     inner, feedback = (codec_, None) if not isinstance(codec_, codecs.ErrorFeedback) \
         else (codec_.codec, codec_)
     spec = "" if codec_ is None else codecs.spec(codec_)
@@ -233,7 +266,18 @@ def choose_algorithm(sendbuf: Array, *, op: OpArg = "sum", algorithm: str = "aut
                      codec: CodecArg = None) -> str:
     """Name the algorithm ``allreduce`` would run for these arguments (collective on first use)."""
     send, _, op_, asked, comm_, codec_ = _checked(sendbuf, None, op, algorithm, comm, codec)
-    return _resolve(asked, send, transport.choose(send), context.of(comm_), codec_, op_).name
+    chosen = _resolve(asked, send, transport.choose(send), context.of(comm_), codec_, op_)
+    return chosen.name if isinstance(chosen, Algorithm) else chosen[0]
+
+
+def trials_left(sendbuf: Array, *, op: OpArg = "sum", comm: MPI.Intracomm | None = None) -> int:
+    """How many more blocking ``auto`` calls like this one (no codec) are trials of its
+    shortlist (:mod:`mpicoll.trials`): a benchmark of the steady state warms up through them.
+    The same on every rank."""
+    send, _, op_, asked, comm_, codec_ = _checked(sendbuf, None, op, registry.AUTO, comm, None)
+    ctx = context.of(comm_)
+    chosen = _resolve(asked, send, transport.choose(send), ctx, codec_, op_, blocking=True)
+    return 0 if isinstance(chosen, Algorithm) else ctx.trials.left(*chosen[1])
 
 
 def check_codec(codec: CodecArg, dtype: np.dtype,
@@ -270,10 +314,24 @@ def _codec_for(codec: CodecArg, dtype: np.dtype, op: ops.Op, asked: Algorithm | 
 
 
 def _resolve(asked: Algorithm | None, send: Array, path: transport.Transport,
-             ctx: context.Context, codec: AnyCodec | None, op: ops.Op) -> Algorithm:
+             ctx: context.Context, codec: AnyCodec | None, op: ops.Op, blocking: bool = False
+             ) -> Algorithm | tuple[str, tuple]:
+    """The algorithm, or for a blocking ``auto`` call still on trial (:mod:`mpicoll.trials`)
+    the name it tries and (key, shortlist) for ``Trials.ran``."""
     if asked is not None and codec is None:
         return asked  # what was asked for, as it was checked
     mpi_can = path.name != "staged" and native.exact(send.dtype)
+    if asked is None and codec is None and ctx.size > 1 and _env.settings().auto == "measure":
+        tried = select.shortlist(send.nbytes, ctx.layout, op.commutative, send.dtype.itemsize,
+                                 mpi_can)
+        if len(tried) == 1:
+            return registry.get(tried[0])
+        key = (1 << max(send.nbytes - 1, 0).bit_length(), tried)
+        name, trial = ctx.trials.next(key, tried)
+        if trial and blocking:
+            return name, (key, tried)
+        if not trial:
+            return registry.get(name)
     return select.resolve(asked, send.nbytes, ctx.layout, select.codec_kind(codec),
                           op.commutative, send.dtype.itemsize, mpi_can)
 

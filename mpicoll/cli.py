@@ -271,6 +271,7 @@ def _info(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from . import algorithm, api, bench, context, cuda_aware, tune
+    from . import trials as trials_module
     from ._version import __version__
     from .algorithm import select
 
@@ -279,11 +280,16 @@ def _info(args: argparse.Namespace) -> int:
     cuda = cuda_aware.detect()
     layout = context.of(comm).layout
     among = tune.candidates(len(nodes))
-    choices = []
+    choices, trials = [], context.of(comm).trials
     for nbytes in bench.size_range(args.sizes):
-        x = np.empty(max(1, nbytes // 4), np.float32)
+        x = np.ones(max(1, nbytes // 4), np.float32)
+        for _ in range(api.trials_left(x, comm=comm)):  # auto's trials, as a program's calls
+            api.allreduce(x, comm=comm)
+        measured = next((times for (size, _), times in trials.measured.items()
+                         if size == 1 << max(x.nbytes - 1, 0).bit_length()), {})
         choices.append((nbytes, api.choose_algorithm(x, comm=comm),
-                        select.predictions(x.nbytes, layout, among) if layout.size > 1 else {}))
+                        select.predictions(x.nbytes, layout, among) if layout.size > 1 else {},
+                        measured))
     if comm.Get_rank() != 0:
         return 0
     levels = ["single", "funneled", "serialized", "multiple"]
@@ -306,7 +312,14 @@ def _info(args: argparse.Namespace) -> int:
     lines.append(f"  {'size':>6}    {'auto':<{w}}" + "".join(f"{name:>{w}}" for name in among))
     lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"
               + "".join(f"{times[a] * 1e6:>{w}.1f}" if a in times else f"{'-':>{w}}" for a in among)
-              for n, name, times in choices]
+              for n, name, times, _ in choices]
+    lines.append(f"measured in auto's trials, in us (the slowest rank's best of "
+                 f"{trials_module.REPS}; - : not tried, the size is not tried):")
+    lines.append(f"  {'size':>6}    {'auto':<{w}}" + "".join(f"{name:>{w}}" for name in among))
+    lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"
+              + "".join(f"{measured[a] * 1e6:>{w}.1f}" if a in measured else f"{'-':>{w}}"
+                        for a in among)
+              for n, name, _, measured in choices]
     print("\n".join(lines))
     return 0
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, _mpi, check, fault, inflight, node_window, topology, watchdog
+from . import _env, _mpi, check, fault, inflight, node_window, topology, trials, watchdog
 from .algorithm import Algorithm, Frames, Layout, Options, build_schedule
 from .codecs import Codec
 from .engine import lower
@@ -95,6 +95,7 @@ class Context:
             self.comm.Free()
             raise _not_made(error, comm) from None
         self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
+        self.trials = trials.Trials(self.comm)  # auto's measured choices here
         self._lock = threading.Lock()
         self.calls = itertools.count()  # collectives started, the same on every rank
         self.tags = itertools.count()   # message tags taken (a collective takes one per stage)

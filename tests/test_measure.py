@@ -8,7 +8,7 @@ import pytest
 from mpi4py import MPI
 
 from mpicoll import bench
-from mpicoll.algorithm import names
+from mpicoll.algorithm import names, select
 
 LIBRARY = MPI.get_vendor()[0]  # "MPICH" or "Open MPI": the library the ranks load too
 PLAIN = {name.encode() for name in names(plain=True)}  # what bench runs by default, with auto
@@ -51,15 +51,18 @@ def test_plot_draws_png(mpirun, tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def auto_rows(out):
-    """info's table: {size: (picked, {candidate: predicted us})}."""
+def auto_rows(out, table="auto picks"):
+    """info's table: {size: (picked, {candidate: predicted us})}; table="measured": the
+    times auto's trials measured (only the candidates it tried)."""
     lines = out.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith("auto picks"))
+    head = next(i for i, line in enumerate(lines) if line.startswith(table))
     names = lines[head + 1].split()[2:]
     rows = {}
     for line in lines[head + 2:]:
+        if "->" not in line:
+            break
         size, _, picked, *times = line.split()
-        rows[size] = (picked, dict(zip(names, map(float, times))))
+        rows[size] = (picked, {n: float(t) for n, t in zip(names, times) if t != "-"})
     return rows
 
 
@@ -67,11 +70,21 @@ def test_info_names_library_layout_and_choices(mpirun):
     out = mpirun(4, "-m", "mpicoll", "info", "-m", "8:1M", env={"MPICOLL_RANKS_PER_NODE": "2"})
     assert f"MPI library: {LIBRARY}" in out and "thread level:" in out and "CUDA-aware MPI: no" in out
     assert "nodes: 2 [0,1] [2,3]" in out and "model: built in" in out
-    rows = auto_rows(out)
-    assert list(rows) == ["8B", "16B", "32B", "64B", "128B", "256B", "512B", "1KB", "2KB", "4KB",
-                          "8KB", "16KB", "32KB", "64KB", "128KB", "256KB", "512KB", "1MB"]
-    for picked, times in rows.values():  # auto is the fastest prediction, native among them
-        assert "native" in times and times[picked] == min(times.values())
+    rows, measured = auto_rows(out), auto_rows(out, "measured")
+    assert list(rows) == list(measured) == [
+        "8B", "16B", "32B", "64B", "128B", "256B", "512B", "1KB", "2KB", "4KB", "8KB", "16KB",
+        "32KB", "64KB", "128KB", "256KB", "512KB", "1MB"]
+    for size, (picked, times) in rows.items():
+        assert "native" in times and measured[size][0] == picked
+        tried = measured[size][1]
+        if bench.parse_size(size) <= select.TRIALS_FROM:
+            # up to select.TRIALS_FROM: MPI's own (its blocking call), as predicted within the
+            # shortlist's factor of the fastest prediction here, tried in no call
+            assert picked == "native-blocking" and not tried, (size, picked, tried)
+            assert times[picked] <= select.SHORTLIST[1] * min(times.values())
+        else:  # beyond, what the trials of MPI's own and the shortlist measured fastest
+            assert "native-blocking" in tried and 2 <= len(tried) <= 4, (size, tried)
+            assert tried[picked] == min(tried.values()), (size, picked, tried)
 
 
 def test_bad_bench_arguments_fail_on_every_rank_without_hanging(mpirun):
@@ -127,9 +140,13 @@ def test_tune_fits_a_model_that_auto_follows(mpirun, tmp_path):
     assert f"model: {path}" in out  # the layout it measured: its measurements decide
     assert all(picked == "tree" for picked, _ in auto_rows(out).values())
     out = mpirun(2, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(path)})
-    rows = auto_rows(out)  # another layout: the predictions decide, and native is never best
-    assert all(picked != "native" and times[picked] == min(times.values())
-               for picked, times in rows.values())
+    # Another layout: the predictions decide where nothing is tried (native, a second a call,
+    # is never picked), the trials beyond (MPI's own is measured there, whatever predicted).
+    rows, measured = auto_rows(out), auto_rows(out, "measured")
+    for size, (picked, times) in rows.items():
+        tried = measured[size][1]
+        assert tried[picked] == min(tried.values()) if tried else \
+            picked != "native" and times[picked] == min(times.values()), (size, picked, tried)
 
 
 def test_train_demo_learns_and_keeps_replicas_identical(mpirun, tmp_path):

@@ -11,7 +11,8 @@ from .base import Algorithm, Layout
 from . import registry
 from .registry import AUTO, get, registered
 
-__all__ = ["choose", "predictions", "resolve", "accepts", "codec_kind"]
+__all__ = ["choose", "predictions", "resolve", "shortlist", "accepts", "codec_kind",
+           "SHORTLIST"]
 
 
 def choose(nbytes: int, layout: Layout, among: tuple[str, ...] | None = None,
@@ -48,6 +49,53 @@ def _fastest(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...], 
     times = {name: costmodel.predict(name, nbytes, nodes, model, itemsize, costmodel.AUTO_EVENTS)
              for name in among}
     return min(among, key=times.__getitem__)  # ties: the first registered
+
+
+SHORTLIST = (3, 4.0)
+"""What ``auto`` tries in real calls (:mod:`mpicoll.trials`): MPI's own (the reference: so
+``auto`` is never slower than it by more than the measurement's noise), and at most 3 of the
+other candidates, those predicted within 4× of the fastest prediction."""
+
+TRIALS_FROM = 8 << 10
+"""Up to this many bytes ``auto`` tries nothing: it runs MPI's own call where that may run and
+is predicted within the shortlist's factor of the fastest prediction (none of mpicoll's
+algorithms beat it there: docs/performance.md, 8 B to 8 KiB, 2 and 4 ranks, one node and
+two; and a trial through the full path, some 10 µs of Python, would measure that path more
+than the call), else the fastest prediction."""
+
+
+def shortlist(nbytes: int, layout: Layout, commutative: bool = True, itemsize: int = 4,
+              native: bool = True) -> tuple[str, ...]:
+    """What ``auto`` tries for a call without a codec (:data:`SHORTLIST`), MPI's own first (its
+    blocking call where that may run); one name where there is nothing to try: a lone rank,
+    a size up to :data:`TRIALS_FROM`, a size ``tune`` measured on this layout."""
+    if layout.size == 1:
+        return ("ring",)
+    among = _candidates(len(layout.nodes), commutative, None, native, threads_allow(),
+                        registry.generation())
+    size_class = 1 << max(nbytes - 1, 0).bit_length()
+    return _shortlist(among, size_class, layout.nodes, itemsize, tuning.model_in_force())
+
+
+@lru_cache(maxsize=1024)
+def _shortlist(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...], ...],
+               itemsize: int, model: costmodel.Model) -> tuple[str, ...]:
+    measured = model.measured_pick(nbytes, sum(map(len, nodes)), len(nodes), among)
+    if measured is not None:
+        return (measured,)  # the layout tune measured: what it found
+    times = {name: costmodel.predict(name, nbytes, nodes, model, itemsize, costmodel.AUTO_EVENTS)
+             for name in among}
+    most, within = SHORTLIST
+    best = min(times.values())
+    own = [name for name in among if costmodel.mpi_own(name)]
+    own = [name for name in own if get(name).blocks] or own  # (the blocking call is faster)
+    if nbytes <= TRIALS_FROM:
+        near = [name for name in own if times[name] <= within * best]
+        return (near[0],) if near else (min(among, key=times.__getitem__),)
+    others = sorted((name for name in among
+                     if not costmodel.mpi_own(name) and times[name] <= within * best),
+                    key=times.__getitem__)[:most]
+    return (*own[:1], *others)
 
 
 def codec_kind(codec: Any) -> str | None:

@@ -12,7 +12,8 @@ from helpers import WORLD, assert_agreed, data, environment, native, value_bytes
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.algorithm import names
+from mpicoll import trials
+from mpicoll.algorithm import names, select
 
 ALGORITHMS = list(names(plain=True)) + ["auto"]  # every registered plain algorithm, and auto
 OPS = ["sum", "prod", "min", "max"]
@@ -137,6 +138,39 @@ def test_auto_names_what_it_ran():
         ran.append(request.algorithm)
     assert chosen == ran
     assert set(ran) <= set(mpicoll.algorithms()) - {"auto"}
+
+
+def test_auto_tries_its_shortlist_then_keeps_the_fastest():
+    """auto's trials (mpicoll.trials), below TRIALS_FROM and above: every call gives MPI's
+    result, through the trials and after; then every rank keeps the same algorithm, one of the
+    shortlist, which choose_algorithm names and iallreduce runs; MPICOLL_AUTO=model: none."""
+    comm = WORLD.Dup()  # (its trials start afresh)
+    layout = mpicoll.context.of(comm).layout
+    kept, problems = [], []
+    for count in (3, 1 << 14, 1 << 17):
+        x = data(comm, count, "f4", "sum")
+        shortlist = select.shortlist(x.nbytes, layout)
+        left = mpicoll.api.trials_left(x, comm=comm)
+        if left != ((1 + trials.REPS) * len(shortlist) if len(shortlist) > 1 else 0):
+            problems.append(f"{count}: {left} trials left of {shortlist}")
+        for _ in range(left + 2):
+            check(comm, x, "sum", "auto")
+        name = mpicoll.choose_algorithm(x, comm=comm)
+        request = mpicoll.iallreduce(x, comm=comm)
+        if not np.array_equal(request.wait(), native(comm, x, "sum")) or \
+                request.algorithm != name or name not in shortlist or \
+                mpicoll.api.trials_left(x, comm=comm):
+            problems.append(f"{count}: kept {name} of {shortlist}, iallreduce ran "
+                            f"{request.algorithm}")
+        kept.append(name)
+    with environment(MPICOLL_AUTO="model"):
+        x = data(comm, 1 << 15, "f4", "sum")
+        if mpicoll.api.trials_left(x, comm=comm) or mpicoll.choose_algorithm(x, comm=comm) != \
+                select.resolve(None, x.nbytes, layout, None).name:
+            problems.append("MPICOLL_AUTO=model tried")
+    assert len({tuple(k) for k in comm.allgather(kept)}) == 1, comm.allgather(kept)
+    comm.Free()
+    assert_agreed(WORLD, problems, np.zeros(1))
 
 
 _NONCOMMUTATIVE = MPI.Op.Create(lambda a, b, t: None, commute=False)

@@ -30,17 +30,20 @@ def callbacks(grads, values, order):
 
 
 def expected(manager, values, codec=None):
-    """What the blocking allreduce gives for each bucket's flat buffer; for an algorithm whose
-    blocking call is MPI's blocking collective (native-blocking), what its nonblocking form,
-    which buckets run, gives: Open MPI adds in another order there at 3 and 5 ranks."""
+    """What the blocking allreduce gives for each bucket's flat buffer, with the algorithm the
+    bucket ran (auto's for a nonblocking call: its trials are the blocking calls'); for an
+    algorithm whose blocking call is MPI's blocking collective (native-blocking), what its
+    nonblocking form, which buckets run, gives: Open MPI adds in another order there at 3 and
+    5 ranks."""
     out = {}
-    blocks = manager.algorithm != "auto" and get(manager.algorithm).blocks
     for b in manager.buckets:
         flat = np.concatenate([values[manager.names[i]] for i in b.members])
-        if blocks:
-            mpicoll.iallreduce(flat, flat, op="avg", algorithm=manager.algorithm).wait()
+        algorithm = manager.algorithm if manager.algorithm != "auto" else \
+            mpicoll.choose_algorithm(flat, op="avg", codec=codec)
+        if get(algorithm).blocks:
+            mpicoll.iallreduce(flat, flat, op="avg", algorithm=algorithm).wait()
         else:
-            mpicoll.allreduce(flat, flat, op="avg", algorithm=manager.algorithm, codec=codec)
+            mpicoll.allreduce(flat, flat, op="avg", algorithm=algorithm, codec=codec)
         for i, start in zip(b.members, b.offsets):
             out[manager.names[i]] = flat[start:start + values[manager.names[i]].size]
     return out
