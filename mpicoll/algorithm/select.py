@@ -51,9 +51,9 @@ def _fastest(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...], 
     return min(among, key=times.__getitem__)  # ties: the first registered
 
 
-SHORTLIST = (4, 4.0)
+SHORTLIST = (5, 4.0)
 """What ``auto`` tries in real calls (:mod:`mpicoll.trials`): MPI's own (the reference: so
-``auto`` is never slower than it by more than the measurement's noise), and at most 4 of the
+``auto`` is never slower than it by more than the measurement's noise), and at most 5 of the
 other candidates, those predicted within 4× of the fastest prediction."""
 
 TRIALS_FROM = 8 << 10
