@@ -313,7 +313,7 @@ def _info(args: argparse.Namespace) -> int:
     lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"
               + "".join(f"{times[a] * 1e6:>{w}.1f}" if a in times else f"{'-':>{w}}" for a in among)
               for n, name, times, _ in choices]
-    lines.append(f"measured in auto's trials, in us (the slowest rank's best of "
+    lines.append(f"measured in auto's trials, in us (the slowest rank's median of "
                  f"{trials_module.REPS}; - : not tried, the size is not tried):")
     lines.append(f"  {'size':>6}    {'auto':<{w}}" + "".join(f"{name:>{w}}" for name in among))
     lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"

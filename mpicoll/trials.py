@@ -6,7 +6,7 @@ load; on another, or on a busy node, it can rank them wrong by 2× and more (``r
 2 ranks ran 0.22× MPI's own where ``auto``'s ``shm`` ran 0.83×). So a communicator's first
 blocking ``auto`` calls of each size class (powers of two) try the shortlist in turn, each
 candidate once untimed and then :data:`REPS` times timed; then the ranks take the maximum over ranks of each
-candidate's best time (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
+candidate's median time (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
 and keep the fastest for that size class, in every call form. Every rank makes the same calls,
 so each reaches that allreduce at the same call and keeps the same algorithm.
 
@@ -25,8 +25,9 @@ __all__ = ["Trials", "REPS"]
 REPS = 3
 """Timed calls per candidate, after an untimed one (its first call builds its plan, checks its
 kind on every rank, touches its buffers), one after another as a program repeats a call (so
-each runs in the cache state its own calls leave): the best of three leaves out a
-preemption."""
+each runs in the cache state its own calls leave): the median of three leaves out one lucky
+or preempted call, and ranks an algorithm that is fast only now and then (one that spins on a
+busy core) by what it usually takes."""
 
 
 class Trials:
@@ -35,7 +36,7 @@ class Trials:
     def __init__(self, comm: MPI.Intracomm):
         self.comm = comm
         self.kept: dict[tuple, str] = {}
-        self.measured: dict[tuple, dict[str, float]] = {}  # the slowest rank's best seconds
+        self.measured: dict[tuple, dict[str, float]] = {}  # the slowest rank's median seconds
         self._times: dict[tuple, list[float]] = {}  # each trial's seconds, in call order
 
     def next(self, key: tuple, shortlist: tuple[str, ...]) -> tuple[str, bool]:
@@ -60,7 +61,7 @@ class Trials:
         runs = 1 + REPS
         if len(times) < runs * len(shortlist):
             return
-        mine = np.array([min(times[i + 1:i + runs]) for i in range(0, len(times), runs)])
+        mine = np.array([np.median(times[i + 1:i + runs]) for i in range(0, len(times), runs)])
         slowest = np.empty_like(mine)
         self.comm.Allreduce(mine, slowest, op=MPI.MAX)
         self.kept[key] = shortlist[int(np.argmin(slowest))]  # ties: the first, MPI's own
