@@ -5,8 +5,8 @@ The cost model ranks the algorithms from figures fitted on one machine, one MPI 
 load; on another, or on a busy node, it can rank them wrong by 2× and more (``rd`` at 1 MiB on
 2 ranks ran 0.22× MPI's own where ``auto``'s ``shm`` ran 0.83×). So a communicator's first
 blocking ``auto`` calls of each size class (powers of two) try the shortlist in turn, each
-candidate once untimed and then :data:`REPS` times timed; then the ranks take the maximum over ranks of each
-candidate's median time (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
+candidate once untimed and then :data:`REPS` times timed; then the ranks take the maximum over
+ranks of each candidate's median time (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
 and keep the fastest for that size class, in every call form. Every rank makes the same calls,
 so each reaches that allreduce at the same call and keeps the same algorithm.
 

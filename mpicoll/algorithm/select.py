@@ -52,23 +52,16 @@ def _fastest(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...], 
 
 
 SHORTLIST = (5, 4.0)
-"""What ``auto`` tries in real calls (:mod:`mpicoll.trials`): MPI's own (the reference: so
-``auto`` is never slower than it by more than the measurement's noise), and at most 5 of the
-other candidates, those predicted within 4× of the fastest prediction."""
-
-TRIALS_FROM = 8 << 10
-"""Up to this many bytes ``auto`` tries nothing: it runs MPI's own call where that may run and
-is predicted within the shortlist's factor of the fastest prediction (none of mpicoll's
-algorithms beat it there: docs/performance.md, 8 B to 8 KiB, 2 and 4 ranks, one node and
-two; and a trial through the full path, some 10 µs of Python, would measure that path more
-than the call), else the fastest prediction."""
+"""What ``auto`` tries in real calls (:mod:`mpicoll.trials`): MPI's own, both its calls where
+both may run (the reference: so ``auto`` is never slower than it by more than the
+measurement's noise; and which of the two is faster depends on the size and the library), and
+at most 5 of the other candidates, those predicted within 4× of the fastest prediction."""
 
 
 def shortlist(nbytes: int, layout: Layout, commutative: bool = True, itemsize: int = 4,
               native: bool = True) -> tuple[str, ...]:
-    """What ``auto`` tries for a call without a codec (:data:`SHORTLIST`), MPI's own first (its
-    blocking call where that may run); one name where there is nothing to try: a lone rank,
-    a size up to :data:`TRIALS_FROM`, a size ``tune`` measured on this layout."""
+    """What ``auto`` tries for a call without a codec (:data:`SHORTLIST`), MPI's own first; one
+    name where there is nothing to try: a lone rank, a size ``tune`` measured on this layout."""
     if layout.size == 1:
         return ("ring",)
     among = _candidates(len(layout.nodes), commutative, None, native, threads_allow(),
@@ -87,15 +80,12 @@ def _shortlist(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...]
              for name in among}
     most, within = SHORTLIST
     best = min(times.values())
-    own = [name for name in among if costmodel.mpi_own(name)]
-    own = [name for name in own if get(name).blocks] or own  # (the blocking call is faster)
-    if nbytes <= TRIALS_FROM:
-        near = [name for name in own if times[name] <= within * best]
-        return (near[0],) if near else (min(among, key=times.__getitem__),)
+    own = sorted((name for name in among if costmodel.mpi_own(name)),
+                 key=lambda name: not get(name).blocks)  # (the blocking call first)
     others = sorted((name for name in among
                      if not costmodel.mpi_own(name) and times[name] <= within * best),
                     key=times.__getitem__)[:most]
-    return (*own[:1], *others)
+    return (*own, *others) if own or len(others) > 1 else (min(among, key=times.__getitem__),)
 
 
 def codec_kind(codec: Any) -> str | None:

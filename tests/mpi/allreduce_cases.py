@@ -141,7 +141,7 @@ def test_auto_names_what_it_ran():
 
 
 def test_auto_tries_its_shortlist_then_keeps_the_fastest():
-    """auto's trials (mpicoll.trials), below TRIALS_FROM and above: every call gives MPI's
+    """auto's trials (mpicoll.trials), small and large: every call gives MPI's
     result, through the trials and after; then every rank keeps the same algorithm, one of the
     shortlist, which choose_algorithm names and iallreduce runs; MPICOLL_AUTO=model: none."""
     comm = WORLD.Dup()  # (its trials start afresh)
@@ -214,7 +214,8 @@ def test_timing_records_what_ran_without_changing_results():
     ring, auto = rec.records
     assert (ring.algorithm, ring.count, ring.nbytes, ring.op) == ("ring", 5000, 40000, "sum")
     assert ring.rank == WORLD.Get_rank() and ring.ranks == WORLD.Get_size()
-    assert auto.algorithm == mpicoll.choose_algorithm(x[:1])
+    tried = select.shortlist(8, mpicoll.context.of(WORLD).layout)  # (in its trials, or kept)
+    assert auto.algorithm in tried or auto.algorithm == mpicoll.choose_algorithm(x[:1])
     assert ring.t1 >= ring.t0
     if WORLD.Get_size() > 1:
         assert set(ring.phases) == {"reduce-scatter", "allgather"}
