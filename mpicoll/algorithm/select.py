@@ -58,6 +58,13 @@ measurement's noise; and which of the two is faster depends on the size and the 
 at most 5 of the other candidates, those predicted within 4× of the fastest prediction."""
 
 
+OWN_UP_TO = 8 << 10
+"""Up to this many bytes ``auto`` tries MPI's own calls only: no Python schedule beats MPI's C
+there by more than a few per cent (docs/performance.md), and a call of a few microseconds
+timed alone, on ranks that share cores, ranked ``tree`` first at 8 B where it ran 3.65× MPI's
+own (Open MPI, 4 ranks on 2 cores)."""
+
+
 def shortlist(nbytes: int, layout: Layout, commutative: bool = True, itemsize: int = 4,
               native: bool = True) -> tuple[str, ...]:
     """What ``auto`` tries for a call without a codec (:data:`SHORTLIST`), MPI's own first; one
@@ -84,7 +91,7 @@ def _shortlist(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...]
                  key=lambda name: not get(name).blocks)  # (the blocking call first)
     others = sorted((name for name in among
                      if not costmodel.mpi_own(name) and times[name] <= within * best),
-                    key=times.__getitem__)[:most]
+                    key=times.__getitem__)[:most if nbytes > OWN_UP_TO or not own else 0]
     return (*own, *others) if own or len(others) > 1 else (min(among, key=times.__getitem__),)
 
 
