@@ -59,16 +59,20 @@ at most 5 of the other candidates, those predicted within 4× of the fastest pre
 
 
 OWN_UP_TO = 8 << 10
-"""Up to this many bytes ``auto`` tries MPI's own calls only: no Python schedule beats MPI's C
-there by more than a few per cent (docs/performance.md), and a call of a few microseconds
-timed alone, on ranks that share cores, ranked ``tree`` first at 8 B where it ran 3.65× MPI's
-own (Open MPI, 4 ranks on 2 cores)."""
+"""Up to this many bytes ``auto`` runs MPI's own blocking call, untried (unless the model
+predicts it more than the shortlist's factor slower than another): no Python schedule
+beats MPI's C there by more than a few per cent (docs/performance.md), and a call of a few
+microseconds timed alone, between the trials' Python, ranks them unlike the same calls back to
+back: trials ranked ``tree`` first at 8 B where it ran 3.65× MPI's own (Open MPI, 4 ranks on 2
+cores), and ``native`` at 8 B where it ran 1.35-1.98× (its nonblocking call is faster than the
+blocking one at 64 B-1 KiB on 2 ranks under MPICH, 0.81-0.85×: not found here)."""
 
 
 def shortlist(nbytes: int, layout: Layout, commutative: bool = True, itemsize: int = 4,
               native: bool = True) -> tuple[str, ...]:
     """What ``auto`` tries for a call without a codec (:data:`SHORTLIST`), MPI's own first; one
-    name where there is nothing to try: a lone rank, a size ``tune`` measured on this layout."""
+    name where there is nothing to try: a lone rank, a size up to :data:`OWN_UP_TO`, a size
+    ``tune`` measured on this layout."""
     if layout.size == 1:
         return ("ring",)
     among = _candidates(len(layout.nodes), commutative, None, native, threads_allow(),
@@ -89,9 +93,12 @@ def _shortlist(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...]
     best = min(times.values())
     own = sorted((name for name in among if costmodel.mpi_own(name)),
                  key=lambda name: not get(name).blocks)  # (the blocking call first)
+    if nbytes <= OWN_UP_TO:  # (unless the model, a tuned one, says MPI's own is far slower)
+        near = [name for name in own if times[name] <= within * best]
+        return (near[0],) if near else (min(among, key=times.__getitem__),)
     others = sorted((name for name in among
                      if not costmodel.mpi_own(name) and times[name] <= within * best),
-                    key=times.__getitem__)[:most if nbytes > OWN_UP_TO or not own else 0]
+                    key=times.__getitem__)[:most]
     return (*own, *others) if own or len(others) > 1 else (min(among, key=times.__getitem__),)
 
 
