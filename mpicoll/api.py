@@ -104,16 +104,40 @@ def _tried(trial: tuple[context.Context, str, tuple, tuple[str, ...]], sendbuf: 
     """Run the trial as a call of the algorithm it tries (the fast path from its second call,
     as after the choice), timed; after the last, the ranks agree on the choice."""
     ctx, name, key, shortlist = trial
-    began = time.perf_counter()
-    result = allreduce(sendbuf, recvbuf, op=op, algorithm=name, comm=comm)
     try:
+        if key[0] <= select.OWN_UP_TO:  # all its trials now, on scratch arrays, then the call
+            _sampled(ctx, key, shortlist, sendbuf, op, comm)
+            return allreduce(sendbuf, recvbuf, op=op, comm=comm)
+        began = time.perf_counter()
+        result = allreduce(sendbuf, recvbuf, op=op, algorithm=name, comm=comm)
         ctx.trials.ran(key, shortlist, name, time.perf_counter() - began)
+        return result
     except MPI.Exception as error:
         failed = fault.failure(error, ctx.comm)
         if failed is None:
             raise
         raise ctx.failed(failed).during("agreeing on auto's choice") from None
-    return result
+
+
+def _sampled(ctx: context.Context, key: tuple, shortlist: tuple[str, ...], sendbuf: Any,
+             op: Any, comm: Any) -> None:
+    """Trials of a small size: a call of microseconds timed alone, between Python, ranks the
+    candidates unlike the same calls back to back, so each trial here is the mean of
+    :data:`SAMPLE` calls back to back on scratch arrays like ``sendbuf`` (every rank makes the
+    same calls: collectives like any other)."""
+    xp = array_module(sendbuf)
+    scratch = xp.zeros_like(sendbuf)
+    out = xp.empty_like(scratch)
+    while ctx.trials.left(key, shortlist):
+        name, _ = ctx.trials.next(key, shortlist)
+        began = time.perf_counter()
+        for _ in range(SAMPLE):
+            allreduce(scratch, out, op=op, algorithm=name, comm=comm)
+        ctx.trials.ran(key, shortlist, name, (time.perf_counter() - began) / SAMPLE)
+
+
+SAMPLE = 16
+"""Calls per trial of a small size (:func:`_sampled`): some 50-100 µs of calls of 8 B."""
 
 
 def iallreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
@@ -277,7 +301,10 @@ def trials_left(sendbuf: Array, *, op: OpArg = "sum", comm: MPI.Intracomm | None
     send, _, op_, asked, comm_, codec_ = _checked(sendbuf, None, op, registry.AUTO, comm, None)
     ctx = context.of(comm_)
     chosen = _resolve(asked, send, transport.choose(send), ctx, codec_, op_, blocking=True)
-    return 0 if isinstance(chosen, Algorithm) else ctx.trials.left(*chosen[1])
+    if isinstance(chosen, Algorithm):
+        return 0
+    key, shortlist = chosen[1]
+    return 1 if key[0] <= select.OWN_UP_TO else ctx.trials.left(key, shortlist)  # (_sampled)
 
 
 def check_codec(codec: CodecArg, dtype: np.dtype,

@@ -59,13 +59,13 @@ at most 5 of the other candidates, those predicted within 4× of the fastest pre
 
 
 OWN_UP_TO = 8 << 10
-"""Up to this many bytes ``auto`` runs MPI's own blocking call, untried (unless the model
-predicts it more than the shortlist's factor slower than another): no Python schedule
-beats MPI's C there by more than a few per cent (docs/performance.md), and a call of a few
-microseconds timed alone, between the trials' Python, ranks them unlike the same calls back to
-back: trials ranked ``tree`` first at 8 B where it ran 3.65× MPI's own (Open MPI, 4 ranks on 2
-cores), and ``native`` at 8 B where it ran 1.35-1.98× (its nonblocking call is faster than the
-blocking one at 64 B-1 KiB on 2 ranks under MPICH, 0.81-0.85×: not found here)."""
+"""Up to this many bytes ``auto`` tries MPI's own two calls only (unless the model predicts
+them more than the shortlist's factor slower than another): no Python schedule beats MPI's C
+there by more than a few per cent (docs/performance.md), but which of its calls is faster
+depends on the size (MPICH, 2 ranks: ``MPI_Iallreduce`` and a wait 0.77-0.90× the blocking
+call at 64-512 B, 1.1× at 8 B). Each trial there is a sample of calls back to back
+(``api._sampled``): single calls of a few microseconds, timed between the trials' Python,
+ranked ``tree`` first at 8 B where it ran 3.65× MPI's own (Open MPI, 4 ranks on 2 cores)."""
 
 
 def shortlist(nbytes: int, layout: Layout, commutative: bool = True, itemsize: int = 4,
@@ -95,7 +95,7 @@ def _shortlist(among: tuple[str, ...], nbytes: int, nodes: tuple[tuple[int, ...]
                  key=lambda name: not get(name).blocks)  # (the blocking call first)
     if nbytes <= OWN_UP_TO:  # (unless the model, a tuned one, says MPI's own is far slower)
         near = [name for name in own if times[name] <= within * best]
-        return (near[0],) if near else (min(among, key=times.__getitem__),)
+        return tuple(near) if near else (min(among, key=times.__getitem__),)
     others = sorted((name for name in among
                      if not costmodel.mpi_own(name) and times[name] <= within * best),
                     key=times.__getitem__)[:most]
