@@ -301,12 +301,10 @@ def trials_left(sendbuf: Array, *, op: OpArg = "sum", comm: MPI.Intracomm | None
     """How many more blocking ``auto`` calls like this one (no codec) are trials of its
     shortlist (:mod:`mpicoll.trials`): a benchmark of the steady state warms up through them.
     The same on every rank."""
-    send, _, op_, asked, comm_, codec_ = _checked(sendbuf, None, op, registry.AUTO, comm, None)
-    ctx = context.of(comm_)
-    chosen = _resolve(asked, send, transport.choose(send), ctx, codec_, op_, blocking=True)
-    if isinstance(chosen, Algorithm):
+    trial = _trial(sendbuf, None, op, comm)
+    if trial is None:
         return 0
-    key, shortlist = chosen[1]
+    ctx, _, key, shortlist = trial
     return 1 if key[0] <= select.OWN_UP_TO else ctx.trials.left(key, shortlist)  # (_sampled)
 
 
@@ -356,7 +354,7 @@ def _resolve(asked: Algorithm | None, send: Array, path: transport.Transport,
                                  mpi_can)
         if len(tried) == 1:
             return registry.get(tried[0])
-        key = (1 << max(send.nbytes - 1, 0).bit_length(), tried)
+        key = (select.size_class(send.nbytes), tried)
         name, trial = ctx.trials.next(key, tried)
         if trial and blocking:
             return name, (key, tried)

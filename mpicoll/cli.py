@@ -286,7 +286,7 @@ def _info(args: argparse.Namespace) -> int:
         for _ in range(api.trials_left(x, comm=comm)):  # auto's trials, as a program's calls
             api.allreduce(x, comm=comm)
         measured = next((times for (size, _), times in trials.measured.items()
-                         if size == 1 << max(x.nbytes - 1, 0).bit_length()), {})
+                         if size == select.size_class(x.nbytes)), {})
         choices.append((nbytes, api.choose_algorithm(x, comm=comm),
                         select.predictions(x.nbytes, layout, among) if layout.size > 1 else {},
                         measured))
@@ -314,7 +314,7 @@ def _info(args: argparse.Namespace) -> int:
               + "".join(f"{times[a] * 1e6:>{w}.1f}" if a in times else f"{'-':>{w}}" for a in among)
               for n, name, times, _ in choices]
     lines.append(f"measured in auto's trials, in us (the slowest rank's median of "
-                 f"{trials_module.REPS}; - : not tried, the size is not tried):")
+                 f"{trials_module.REPS}; -: not tried):")
     lines.append(f"  {'size':>6}    {'auto':<{w}}" + "".join(f"{name:>{w}}" for name in among))
     lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"
               + "".join(f"{measured[a] * 1e6:>{w}.1f}" if a in measured else f"{'-':>{w}}"

@@ -2,8 +2,8 @@
 
 ``auto`` shortlists the algorithms with the lowest predictions for the size, ranks and node
 layout at hand (and tries them: :mod:`mpicoll.trials`) — also for layouts nobody measured,
-since the schedules say what travels where. Per transport level (same node, across nodes) a message of b bytes costs
-α + b·β, and reducing or copying b bytes costs b·γ. Each algorithm then has three fitted figures
+since the schedules say what travels where. Per transport level (same node, across nodes) a
+message of b bytes costs α + b·β, and reducing or copying b bytes costs b·γ. Each algorithm then has three fitted figures
 of its own: its Python overhead per round (``native``: per call), and how far its bytes run
 slower than the plain link's (a factor on β and γ: extra copies, MPI's shared-memory cells),
 one factor while the node's working set (its ranks' send, receive and scratch buffers, about

@@ -35,7 +35,6 @@ from mpi4py import MPI
 from . import codecs, context, fault, timing
 from ._version import __version__
 from .codecs.threshold import Threshold
-from .fault import ProcessFailedError
 from .overlap import POLICIES, BucketManager
 from .recovery import Steps
 
@@ -355,8 +354,9 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
                 _die()
         elif dying and s.kill_point == "backward":
             callbacks.insert(1 + len(backwards) // 2, _die)
-        death = threading.Timer(np.random.default_rng(s.seed).uniform(0, 0.02), _die)
+        death: threading.Timer | None = None
         if dying and s.kill_point == "during":
+            death = threading.Timer(np.random.default_rng(s.seed).uniform(0, 0.02), _die)
             death.start()
         metrics = manager.run(callbacks)
         if dying and s.kill_point == "after":
@@ -364,7 +364,7 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
         t0 = time.perf_counter()
         model.flat -= s.lr * model.grad  # the averaged gradients: the same bits on every rank
         update = time.perf_counter() - t0
-        if death.is_alive():
+        if death is not None:
             death.join()  # ("during": it dies in this step, if not yet at its end)
         step_s[step], compute_s[step] = metrics.t_overall + update, metrics.t_compute + update
 

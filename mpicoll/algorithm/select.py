@@ -11,8 +11,13 @@ from .base import Algorithm, Layout
 from . import registry
 from .registry import AUTO, get, registered
 
-__all__ = ["choose", "predictions", "resolve", "shortlist", "accepts", "codec_kind",
-           "SHORTLIST"]
+__all__ = ["choose", "predictions", "resolve", "shortlist", "size_class", "accepts",
+           "codec_kind", "SHORTLIST", "OWN_UP_TO"]
+
+
+def size_class(nbytes: int) -> int:
+    """The power of two at or above ``nbytes``: ``auto`` decides once per such class."""
+    return 1 << max(nbytes - 1, 0).bit_length()
 
 
 def choose(nbytes: int, layout: Layout, among: tuple[str, ...] | None = None,
@@ -28,8 +33,7 @@ def choose(nbytes: int, layout: Layout, among: tuple[str, ...] | None = None,
         return "ring"
     if among is None:
         among = tuning.candidates(len(layout.nodes))
-    size_class = 1 << max(nbytes - 1, 0).bit_length()
-    return _fastest(among, size_class, layout.nodes, itemsize, tuning.model_in_force())
+    return _fastest(among, size_class(nbytes), layout.nodes, itemsize, tuning.model_in_force())
 
 
 def predictions(nbytes: int, layout: Layout, among: tuple[str, ...], itemsize: int = 4
@@ -77,8 +81,8 @@ def shortlist(nbytes: int, layout: Layout, commutative: bool = True, itemsize: i
         return ("ring",)
     among = _candidates(len(layout.nodes), commutative, None, native, threads_allow(),
                         registry.generation())
-    size_class = 1 << max(nbytes - 1, 0).bit_length()
-    return _shortlist(among, size_class, layout.nodes, itemsize, tuning.model_in_force())
+    return _shortlist(among, size_class(nbytes), layout.nodes, itemsize,
+                      tuning.model_in_force())
 
 
 @lru_cache(maxsize=1024)
