@@ -44,9 +44,11 @@ class Settings:
         self.segment_bytes = positive_int(SEGMENT_ENV, DEFAULT_SEGMENT_BYTES)
         self.tuning = os.environ.get(TUNING_ENV) or None
         self.auto = os.environ.get(AUTO_ENV) or "measure"
-        if self.auto not in ("measure", "model"):
+        if self.auto not in ("measure", "once", "model"):
             raise ValueError(f"{AUTO_ENV}={self.auto!r}: expected 'measure' (auto tries its "
-                             "shortlist in real calls) or 'model' (the cost model's pick)")
+                             "shortlist in real calls, and again where its choice slows "
+                             "down), 'once' (tries, then keeps its choice) or 'model' (the "
+                             "cost model's pick)")
 
 
 _settings: Settings | None = None

@@ -90,13 +90,15 @@ def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum"
     return result
 
 
-def _trial(sendbuf: Any, recvbuf: Any, op: Any, comm: Any
+def _trial(sendbuf: Any, recvbuf: Any, op: Any, comm: Any, counted: bool = True
            ) -> tuple[context.Context, str, tuple, tuple[str, ...]] | None:
-    """A blocking ``auto`` call that is one of its trials (:mod:`mpicoll.trials`): the
-    communicator's context, the algorithm it tries, the key and the shortlist; else None."""
+    """A blocking ``auto`` call that is one of its trials, or a check of its kept choice
+    (:mod:`mpicoll.trials`): the communicator's context, the algorithm it runs, the key and the
+    shortlist; else None. ``counted``: the call is about to run (a guard counts it)."""
     send, _, op_, asked, comm_, codec = _checked(sendbuf, recvbuf, op, registry.AUTO, comm, None)
     ctx = context.of(comm_)
-    chosen = _resolve(asked, send, transport.choose(send), ctx, codec, op_, blocking=True)
+    chosen = _resolve(asked, send, transport.choose(send), ctx, codec, op_, blocking=True,
+                      counted=counted)
     return None if isinstance(chosen, Algorithm) else (ctx, chosen[0], *chosen[1])
 
 
@@ -108,10 +110,12 @@ def _tried(trial: tuple[context.Context, str, tuple, tuple[str, ...]], sendbuf: 
     try:
         if key[0] <= select.OWN_UP_TO:  # all its trials now, on scratch arrays, then the call
             _sampled(ctx, key, shortlist, sendbuf, op, comm)
+            ctx.forget_lowered()  # (made on trial: no blocking call of auto ran one)
             return allreduce(sendbuf, recvbuf, op=op, comm=comm)
         began = time.perf_counter()
         result = allreduce(sendbuf, recvbuf, op=op, algorithm=name, comm=comm)
-        ctx.trials.ran(key, shortlist, name, time.perf_counter() - began)
+        if ctx.trials.ran(key, shortlist, name, time.perf_counter() - began):
+            ctx.forget_lowered()  # auto's calls of the old choice (or made on trial)
         return result
     except MPI.Exception as error:
         failed = fault.failure(error, ctx.comm)
@@ -274,9 +278,14 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
     inflight.add(request)  # and post its first round now
     lowered: fastpath.LoweredCall | None = None
     if p.codec is None and p.call.record is None and p.path.name == "host":
+        watch, blocks = None, True
+        if algorithm == registry.AUTO and _env.settings().algorithm == registry.AUTO:
+            key = _trial_key(p.send, p.path, p.ctx, None, p.op)
+            if key is not None:  # (on trial: a blocking call must reach its trials)
+                blocks, watch = key in p.ctx.trials.kept, p.ctx.trials.watch(key)
         lowered = fastpath.LoweredCall.make((op, algorithm, comm), sendbuf, p.recv, p.ctx, p.op,
                                             p.chosen, p.kind, p.bits, p.call.options, p.path,
-                                            _plain_plan(p))
+                                            _plain_plan(p), blocks, watch)
     return request, lowered, p
 
 
@@ -301,7 +310,7 @@ def trials_left(sendbuf: Array, *, op: OpArg = "sum", comm: MPI.Intracomm | None
     """How many more blocking ``auto`` calls like this one (no codec) are trials of its
     shortlist (:mod:`mpicoll.trials`): a benchmark of the steady state warms up through them.
     The same on every rank."""
-    trial = _trial(sendbuf, None, op, comm)
+    trial = _trial(sendbuf, None, op, comm, counted=False)
     if trial is None:
         return 0
     ctx, _, key, shortlist = trial
@@ -342,26 +351,37 @@ def _codec_for(codec: CodecArg, dtype: np.dtype, op: ops.Op, asked: Algorithm | 
 
 
 def _resolve(asked: Algorithm | None, send: Array, path: transport.Transport,
-             ctx: context.Context, codec: AnyCodec | None, op: ops.Op, blocking: bool = False
-             ) -> Algorithm | tuple[str, tuple]:
-    """The algorithm, or for a blocking ``auto`` call still on trial (:mod:`mpicoll.trials`)
-    the name it tries and (key, shortlist) for ``Trials.ran``."""
+             ctx: context.Context, codec: AnyCodec | None, op: ops.Op, blocking: bool = False,
+             counted: bool = False) -> Algorithm | tuple[str, tuple]:
+    """The algorithm, or for a blocking ``auto`` call still on trial (:mod:`mpicoll.trials`),
+    or a timed check of its kept choice, the name it runs and (key, shortlist) for
+    ``Trials.ran``. ``counted``: a blocking call about to run (its size class's guard counts
+    it)."""
     if asked is not None and codec is None:
         return asked  # what was asked for, as it was checked
-    mpi_can = path.name != "staged" and native.exact(send.dtype)
-    if asked is None and codec is None and ctx.size > 1 and _env.settings().auto == "measure":
-        tried = select.shortlist(send.nbytes, ctx.layout, op.commutative, send.dtype.itemsize,
-                                 mpi_can)
-        if len(tried) == 1:
-            return registry.get(tried[0])
-        key = (select.size_class(send.nbytes), tried)
+    key = _trial_key(send, path, ctx, codec, op)
+    if key is not None:
+        tried = key[1]
         name, trial = ctx.trials.next(key, tried)
-        if trial and blocking:
+        if trial and blocking or counted and ctx.trials.counted(key):
             return name, (key, tried)
         if not trial:
             return registry.get(name)
+    mpi_can = path.name != "staged" and native.exact(send.dtype)
     return select.resolve(asked, send.nbytes, ctx.layout, select.codec_kind(codec),
                           op.commutative, send.dtype.itemsize, mpi_can)
+
+
+def _trial_key(send: Array, path: transport.Transport, ctx: context.Context,
+               codec: AnyCodec | None, op: ops.Op) -> tuple | None:
+    """The key of an ``auto`` call's trials (size class, shortlist), or None where ``auto``
+    tries nothing (a codec, one rank, ``MPICOLL_AUTO=model``, a shortlist of one)."""
+    if codec is not None or ctx.size == 1 or _env.settings().auto == "model":
+        return None
+    mpi_can = path.name != "staged" and native.exact(send.dtype)
+    tried = select.shortlist(send.nbytes, ctx.layout, op.commutative, send.dtype.itemsize,
+                             mpi_can)
+    return None if len(tried) == 1 else (select.size_class(send.nbytes), tried)
 
 
 @functools.lru_cache(maxsize=None)

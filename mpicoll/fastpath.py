@@ -43,8 +43,9 @@ from .ops import Op
 from .persistent import BoundRounds
 from .request import Request
 from .transport import Transport
+from .trials import Watch
 
-__all__ = ["LoweredCall", "run", "start", "keep", "KEPT"]
+__all__ = ["LoweredCall", "WatchedCall", "run", "start", "keep", "KEPT"]
 
 KEPT = 16
 """Lowered calls kept per communicator: a loop that alternates a few kinds of call (a solver's
@@ -112,7 +113,7 @@ class LoweredCall:
 
     def __init__(self, args: tuple, send: np.ndarray, in_place: bool, ctx: Context, op: Op,
                  algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
-                 path: Transport, plan: CachedPlan | None):
+                 path: Transport, plan: CachedPlan | None, blocks: bool = True):
         self.op_arg, self.algorithm_arg, self.comm = args
         self.key = (*args, send.dtype, send.shape, send.strides, in_place)
         self.dtype, self.shape, self.strides = send.dtype, send.shape, send.strides
@@ -133,7 +134,8 @@ class LoweredCall:
             else ctx.node_window(schedule.node)  # the window the full path just bound
         self.native = algorithm.mpi
         # A blocking call runs a lowered plan or MPI's own; any other kind only starts here.
-        self.runs_on = self.comm if self.native or self.plan is not None else _NEVER
+        self.runs_on = self.comm if blocks and (self.native or self.plan is not None) \
+            else _NEVER
         self.flat = send.ndim != 1
         self.tag_high = ctx.tag_base(kind_bits)
         self.blocks = algorithm.blocks  # MPI's blocking Allreduce (nothing else is in flight)
@@ -158,16 +160,22 @@ class LoweredCall:
     @staticmethod
     def make(args: tuple, send: Any, recv: Any, ctx: Context, op: Op, algorithm: Algorithm,
              kind: tuple, kind_bits: int, options: Options, path: Transport,
-             plan: CachedPlan | None) -> LoweredCall | None:
+             plan: CachedPlan | None, blocks: bool = True, watch: Watch | None = None
+             ) -> LoweredCall | None:
         """A lowered call for calls like this one (``plan``: the cached plan that ran, if any),
         or None where each call must take the full path (the context retires lowered calls
-        when that changes, so a call need not look again)."""
+        when that changes, so a call need not look again). ``blocks``: it may run blocking
+        calls (not an ``auto`` call whose size is on trial); ``watch``: ``auto``'s guard of the
+        choice it runs (:class:`WatchedCall`)."""
         if type(send) is not np.ndarray or not send.flags.c_contiguous or check.every_call \
                 or timing.active() is not None \
                 or watchdog.running():
             return None
-        return LoweredCall(args, send, recv is send, ctx, op, algorithm, kind, kind_bits,
-                           options, path, plan)
+        if watch is None:
+            return LoweredCall(args, send, recv is send, ctx, op, algorithm, kind, kind_bits,
+                               options, path, plan, blocks)
+        return WatchedCall(watch, args, send, recv is send, ctx, op, algorithm, kind,
+                           kind_bits, options, path, plan, blocks)
 
     def retire(self) -> None:
         """Match no call from now on, and let go of the user's arrays."""
@@ -351,3 +359,25 @@ class LoweredCall:
         tmp = np.empty(self.schedule.tmp_count, self.dtype)  # the request's own
         return BoundRounds(self.rounds, (send, recv, tmp), ctx.comm, tag, self.op,
                            self.schedule, self.window)
+
+
+class WatchedCall(LoweredCall):
+    """The lowered call of an ``auto`` call whose choice a :class:`~mpicoll.trials.Watch`
+    guards: each blocking call is counted, and the timed checks take the full path (which
+    times them and, after the last of a period, has the ranks agree). When the ranks send the
+    size back to its trials, the context retires it (``Context.forget_lowered``)."""
+
+    __slots__ = ("watch",)
+
+    def __init__(self, watch: Watch, *args: Any):
+        super().__init__(*args)
+        self.watch = watch
+
+    def run(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
+        watch = self.watch
+        if watch.timing:
+            return None
+        result = LoweredCall.run(self, sendbuf, recvbuf, op, algorithm, comm)
+        if result is not None:
+            watch.passed()
+        return result

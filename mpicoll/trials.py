@@ -13,6 +13,16 @@ so each reaches that allreduce at the same call and keeps the same algorithm.
 A trial is a real call: every candidate reduces exactly, the same bits on every rank (their
 roundings of a float sum differ from one another, as MPI's own algorithms' do from one size to
 the next). ``MPICOLL_AUTO=model`` skips the trials: ``auto`` is then the model's pick.
+
+A choice measured once can go wrong later: the node gets busy and an algorithm that spins
+while it waits collapses (``shm`` at 16 MiB on 2 ranks: 0.7× MPI's own on a quiet node, 1.7×
+beside other work). So above :data:`~mpicoll.algorithm.select.OWN_UP_TO` a :class:`Watch`
+guards each kept choice: every :data:`CHECK_EVERY` blocking calls of its size class it times
+:data:`REPS` of them, the ranks take the slowest median, and where the choice now runs more
+than :data:`SLOWER` times what its trial measured *and* slower than another candidate's trial,
+the size class is tried again (the period doubling after each new trial, so a node whose speed
+keeps changing costs a bounded share of calls). ``MPICOLL_AUTO=once`` keeps the first choice
+(the same algorithm, so the same rounding, for the whole run).
 """
 
 from __future__ import annotations
@@ -20,7 +30,10 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Trials", "REPS"]
+from . import _env
+from .algorithm import select
+
+__all__ = ["Trials", "Watch", "REPS", "CHECK_EVERY", "SLOWER"]
 
 REPS = 3
 """Timed calls per candidate, after an untimed one (its first call builds its plan, checks its
@@ -28,6 +41,37 @@ kind on every rank, touches its buffers), one after another as a program repeats
 each runs in the cache state its own calls leave): the median of three leaves out one lucky
 or preempted call, and ranks an algorithm that is fast only now and then (one that spins on a
 busy core) by what it usually takes."""
+
+CHECK_EVERY = 128
+"""Blocking calls of a kept size class between two checks of its choice (:class:`Watch`), the
+first :data:`REPS` of each period timed: 3 of 128 calls take the full path and one allreduce of
+a float agrees, under 1% of calls of 16 KiB and up (docs/algorithms.md, the auto rule)."""
+
+SLOWER = 1.5
+"""How much slower than its trial a kept choice must now run to be tried again (and slower
+than another candidate's trial): above the 10-30% a single call varies here."""
+
+
+class Watch:
+    """A kept choice's guard (see the module): counts the blocking calls of its size class and
+    says which are timed checks (:attr:`timing`)."""
+
+    __slots__ = ("name", "due", "samples")
+
+    def __init__(self, name: str, period: int):
+        self.name = name
+        self.due = period  # calls until this period's checks are done
+        self.samples: list[float] = []
+
+    @property
+    def timing(self) -> bool:
+        """Whether the next blocking call of the size class is one of the timed checks."""
+        return self.due <= REPS
+
+    def passed(self) -> None:
+        """A blocking call of the size class ran the kept choice untimed (on the fast path;
+        the full path counts through :meth:`Trials.counted`)."""
+        self.due -= 1
 
 
 class Trials:
@@ -38,6 +82,9 @@ class Trials:
         self.kept: dict[tuple, str] = {}
         self.measured: dict[tuple, dict[str, float]] = {}  # the slowest rank's median seconds
         self._times: dict[tuple, list[float]] = {}  # each trial's seconds, in call order
+        self.watches: dict[tuple, Watch] = {}  # the kept choices guarded (select.OWN_UP_TO up)
+        self.checks: dict[tuple, int] = {}  # checks made, per key
+        self.again: dict[tuple, int] = {}  # times a check sent the key back to its trials
 
     def next(self, key: tuple, shortlist: tuple[str, ...]) -> tuple[str, bool]:
         """The algorithm a blocking call of ``key`` runs, and whether it is a trial (to be
@@ -54,16 +101,60 @@ class Trials:
             return 0
         return (1 + REPS) * len(shortlist) - len(self._times.get(key, ()))
 
-    def ran(self, key: tuple, shortlist: tuple[str, ...], name: str, seconds: float) -> None:
-        """A trial of ``name`` took ``seconds`` here; after the last, the ranks agree."""
+    def watch(self, key: tuple) -> Watch | None:
+        """The guard of the key's kept choice, if it has one."""
+        return self.watches.get(key)
+
+    def counted(self, key: tuple) -> bool:
+        """A blocking call of ``key`` is about to run its kept choice: count it, and say
+        whether it is a timed check (then it goes to :meth:`ran`, timed, like a trial)."""
+        watch = self.watches.get(key)
+        if watch is None:
+            return False
+        if watch.timing:
+            return True
+        watch.due -= 1
+        return False
+
+    def ran(self, key: tuple, shortlist: tuple[str, ...], name: str, seconds: float) -> bool:
+        """A trial (or a check of the kept choice) of ``name`` took ``seconds`` here; after
+        the last, the ranks agree. True when that changed what the key's calls run (a choice
+        kept, or sent back to its trials): calls lowered for the old one must go."""
+        if key in self.watches:
+            return self._checked(key, seconds)
         times = self._times[key]
         times.append(seconds)
         runs = 1 + REPS
         if len(times) < runs * len(shortlist):
-            return
+            return False
         mine = np.array([np.median(times[i + 1:i + runs]) for i in range(0, len(times), runs)])
         slowest = np.empty_like(mine)
         self.comm.Allreduce(mine, slowest, op=MPI.MAX)
-        self.kept[key] = shortlist[int(np.argmin(slowest))]  # ties: the first, MPI's own
+        kept = self.kept[key] = shortlist[int(np.argmin(slowest))]  # ties: the first, MPI's own
         self.measured[key] = dict(zip(shortlist, slowest.tolist()))
         del self._times[key]
+        if key[0] > select.OWN_UP_TO and len(shortlist) > 1 and _env.settings().auto != "once":
+            self.watches[key] = Watch(kept, CHECK_EVERY << self.again.get(key, 0))
+        return True
+
+    def _checked(self, key: tuple, seconds: float) -> bool:
+        """One timed check of the kept choice; after :data:`REPS`, the ranks agree whether it
+        stays (the slowest rank's median against the trials': one allreduce of a float)."""
+        watch = self.watches[key]
+        watch.samples.append(seconds)
+        watch.due -= 1
+        if watch.due > 0:
+            return False
+        mine = np.array([np.median(watch.samples)])
+        slowest = np.empty_like(mine)
+        self.comm.Allreduce(mine, slowest, op=MPI.MAX)
+        self.checks[key] = self.checks.get(key, 0) + 1
+        measured = self.measured[key]
+        now, then = float(slowest[0]), measured[watch.name]
+        others = min((t for name, t in measured.items() if name != watch.name), default=now)
+        if now <= SLOWER * then or now <= others:
+            watch.due, watch.samples = CHECK_EVERY << self.again.get(key, 0), []
+            return False
+        del self.watches[key], self.kept[key]
+        self.again[key] = self.again.get(key, 0) + 1
+        return True

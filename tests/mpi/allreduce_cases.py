@@ -174,6 +174,63 @@ def test_auto_tries_its_shortlist_then_keeps_the_fastest():
     assert_agreed(WORLD, problems, np.zeros(1))
 
 
+def test_auto_guard_tries_again_a_choice_that_slowed():
+    """auto's guard (mpicoll.trials.Watch): a kept choice whose checks find it far slower than
+    its trial measured it (here: the trials' figures divided by 1000, as if the node got busy
+    since) is tried again at the same call on every rank, every call exact throughout; one
+    that runs as measured stays; MPICOLL_AUTO=once keeps it unguarded. An iallreduce made while
+    the size is on trial does not keep the blocking calls from their trials."""
+    comm = WORLD.Dup()
+    x = data(comm, 1 << 14, "f4", "sum")  # 64 KiB: above select.OWN_UP_TO
+    problems, ctx = [], mpicoll.context.of(comm)
+    ref = native(comm, x, "sum")
+    left = mpicoll.api.trials_left(x, comm=comm)
+    if not np.array_equal(mpicoll.iallreduce(x, comm=comm).wait(), ref):
+        problems.append("iallreduce on trial")
+
+    def calls(n):
+        for _ in range(n):
+            if not np.array_equal(mpicoll.allreduce(x, comm=comm), ref):
+                problems.append("a result differs from MPI's")
+                return
+
+    calls(left)
+    key = next(iter(ctx.trials.kept), None) if comm.size > 1 else None
+    if comm.size > 1:
+        measured = ctx.trials.measured[key]
+        for name in measured:  # (a busy moment in the checks must not send it back)
+            measured[name] *= 1000
+        calls(trials.CHECK_EVERY)  # the first check: as measured, kept
+        if ctx.trials.checks.get(key) != 1 or ctx.trials.again.get(key):
+            problems.append(f"first check: {ctx.trials.checks} {ctx.trials.again}")
+        for name in measured:
+            measured[name] /= 1e6
+        calls(trials.CHECK_EVERY - 1)  # its last timed call still to come
+        if mpicoll.api.trials_left(x, comm=comm):
+            problems.append("tried again before the period ended")
+        calls(1)
+        if ctx.trials.again.get(key) != 1 or mpicoll.api.trials_left(x, comm=comm) != left:
+            problems.append(f"not tried again: {ctx.trials.again}, "
+                            f"{mpicoll.api.trials_left(x, comm=comm)} trials left")
+        calls(left)
+        watch = ctx.trials.watch(key)
+        if watch is None or watch.due != 2 * trials.CHECK_EVERY:  # the period doubles
+            problems.append(f"after the new trials: {watch and (watch.name, watch.due)}")
+        with environment(MPICOLL_AUTO="once"):
+            once = WORLD.Dup()
+            for _ in range(mpicoll.api.trials_left(x, comm=once)):
+                mpicoll.allreduce(x, comm=once)
+            if mpicoll.context.of(once).trials.watches:
+                problems.append("MPICOLL_AUTO=once watches")
+            once.Free()
+        kept = ctx.trials.kept[key]
+    else:
+        kept = mpicoll.choose_algorithm(x, comm=comm)  # (one rank tries nothing)
+    assert len(set(comm.allgather(kept))) == 1
+    comm.Free()
+    assert_agreed(WORLD, problems, np.zeros(1))
+
+
 _NONCOMMUTATIVE = MPI.Op.Create(lambda a, b, t: None, commute=False)
 BAD_INPUTS = [
     ("list", lambda x: dict(sendbuf=list(x)), TypeError),
