@@ -110,12 +110,12 @@ def _tried(trial: tuple[context.Context, str, tuple, tuple[str, ...]], sendbuf: 
     try:
         if key[0] <= select.OWN_UP_TO:  # all its trials now, on scratch arrays, then the call
             _sampled(ctx, key, shortlist, sendbuf, op, comm)
-            ctx.forget_lowered()  # (made on trial: no blocking call of auto ran one)
+            ctx.forget_lowered(registry.AUTO)  # (made on trial: for nonblocking calls)
             return allreduce(sendbuf, recvbuf, op=op, comm=comm)
         began = time.perf_counter()
         result = allreduce(sendbuf, recvbuf, op=op, algorithm=name, comm=comm)
         if ctx.trials.ran(key, shortlist, name, time.perf_counter() - began):
-            ctx.forget_lowered()  # auto's calls of the old choice (or made on trial)
+            ctx.forget_lowered(registry.AUTO)  # of the old choice (or made on trial)
         return result
     except MPI.Exception as error:
         failed = fault.failure(error, ctx.comm)
@@ -282,7 +282,7 @@ def _start(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, codec
         if algorithm == registry.AUTO and _env.settings().algorithm == registry.AUTO:
             key = _trial_key(p.send, p.path, p.ctx, None, p.op)
             if key is not None:  # (on trial: a blocking call must reach its trials)
-                blocks, watch = key in p.ctx.trials.kept, p.ctx.trials.watch(key)
+                blocks, watch = key in p.ctx.trials.kept, p.ctx.trials.watches.get(key)
         lowered = fastpath.LoweredCall.make((op, algorithm, comm), sendbuf, p.recv, p.ctx, p.op,
                                             p.chosen, p.kind, p.bits, p.call.options, p.path,
                                             _plain_plan(p), blocks, watch)

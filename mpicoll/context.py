@@ -229,11 +229,14 @@ class Context:
         for other in dropped:
             other.retire()
 
-    def forget_lowered(self) -> None:
+    def forget_lowered(self, algorithm: str | None = None) -> None:
         """Retire every lowered call: what a call must do changed (the environment was read
-        again, timing records began, the watchdog started, kinds were forgotten, freed)."""
+        again, timing records began, the watchdog started, kinds were forgotten, freed); or
+        only those of calls that asked for ``algorithm`` ("auto", whose choice changed)."""
         with self._lock:
-            calls, self.lowered = self.lowered, []
+            calls = [call for call in self.lowered
+                     if algorithm is None or call.algorithm_arg == algorithm]
+            self.lowered = [call for call in self.lowered if call not in calls]
         for call in calls:
             call.retire()
 

@@ -26,6 +26,7 @@ communicator (the progress engine must drive it while this one waits), arrays th
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 import numpy as np
@@ -363,9 +364,10 @@ class LoweredCall:
 
 class WatchedCall(LoweredCall):
     """The lowered call of an ``auto`` call whose choice a :class:`~mpicoll.trials.Watch`
-    guards: each blocking call is counted, and the timed checks take the full path (which
-    times them and, after the last of a period, has the ranks agree). When the ranks send the
-    size back to its trials, the context retires it (``Context.forget_lowered``)."""
+    guards: each blocking call is counted, the checks among them timed here (as the trials
+    timed theirs: a call through the fast path) and given to the trials, the last of a period
+    with the ranks' agreement. When it sends the size back to its trials, auto's lowered calls
+    retire (``Context.forget_lowered``), this one too."""
 
     __slots__ = ("watch",)
 
@@ -375,9 +377,25 @@ class WatchedCall(LoweredCall):
 
     def run(self, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any) -> Any:
         watch = self.watch
-        if watch.timing:
-            return None
+        if not watch.timing:
+            result = LoweredCall.run(self, sendbuf, recvbuf, op, algorithm, comm)
+            if result is not None:
+                watch.passed()
+            return result
+        began = time.perf_counter()
         result = LoweredCall.run(self, sendbuf, recvbuf, op, algorithm, comm)
         if result is not None:
-            watch.passed()
+            self._checked(time.perf_counter() - began)
         return result
+
+    def _checked(self, seconds: float) -> None:
+        ctx, watch = self.ctx, self.watch
+        try:
+            changed = ctx.trials.ran(watch.key, watch.key[1], watch.name, seconds)
+        except MPI.Exception as error:
+            failed = fault.failure(error, ctx.comm)
+            if failed is None:
+                raise
+            raise ctx.failed(failed).during("checking auto's choice") from None
+        if changed:
+            ctx.forget_lowered(self.algorithm_arg)

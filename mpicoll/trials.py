@@ -4,8 +4,11 @@ fastest kept.
 The cost model ranks the algorithms from figures fitted on one machine, one MPI library, one
 load; on another, or on a busy node, it can rank them wrong by 2× and more (``rd`` at 1 MiB on
 2 ranks ran 0.22× MPI's own where ``auto``'s ``shm`` ran 0.83×). So a communicator's first
-blocking ``auto`` calls of each size class (powers of two) try the shortlist in turn, each
-candidate once untimed and then :data:`REPS` times timed; then the ranks take the maximum over
+blocking ``auto`` calls of each size class (powers of two) try the shortlist round by round,
+one call of each candidate per round, the first round untimed and then :data:`REPS` timed (in
+turn, as a program's call runs after its other work, not after itself: back to back, ``rd``
+measured fastest at 4 MiB on 2 ranks in 12 runs of 12, where the bench's interleaved calls
+find it 1.3× slower than ``ring``); then the ranks take the maximum over
 ranks of each candidate's median time (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
 and keep the fastest for that size class, in every call form. Every rank makes the same calls,
 so each reaches that allreduce at the same call and keeps the same algorithm.
@@ -37,15 +40,15 @@ __all__ = ["Trials", "Watch", "REPS", "CHECK_EVERY", "SLOWER"]
 
 REPS = 3
 """Timed calls per candidate, after an untimed one (its first call builds its plan, checks its
-kind on every rank, touches its buffers), one after another as a program repeats a call (so
-each runs in the cache state its own calls leave): the median of three leaves out one lucky
-or preempted call, and ranks an algorithm that is fast only now and then (one that spins on a
+kind on every rank, touches its buffers): the median of three leaves out one lucky or
+preempted call, and ranks an algorithm that is fast only now and then (one that spins on a
 busy core) by what it usually takes."""
 
 CHECK_EVERY = 128
 """Blocking calls of a kept size class between two checks of its choice (:class:`Watch`), the
-first :data:`REPS` of each period timed: 3 of 128 calls take the full path and one allreduce of
-a float agrees, under 1% of calls of 16 KiB and up (docs/algorithms.md, the auto rule)."""
+last :data:`REPS` of each period timed (where the trials timed theirs: around the call, on the
+fast path) and one allreduce of a float to agree: a few microseconds per 128 calls of 16 KiB
+and up, tens of microseconds each (docs/algorithms.md, the auto rule)."""
 
 SLOWER = 1.5
 """How much slower than its trial a kept choice must now run to be tried again (and slower
@@ -56,10 +59,10 @@ class Watch:
     """A kept choice's guard (see the module): counts the blocking calls of its size class and
     says which are timed checks (:attr:`timing`)."""
 
-    __slots__ = ("name", "due", "samples")
+    __slots__ = ("key", "name", "due", "samples")
 
-    def __init__(self, name: str, period: int):
-        self.name = name
+    def __init__(self, key: tuple, name: str, period: int):
+        self.key, self.name = key, name
         self.due = period  # calls until this period's checks are done
         self.samples: list[float] = []
 
@@ -70,7 +73,8 @@ class Watch:
 
     def passed(self) -> None:
         """A blocking call of the size class ran the kept choice untimed (on the fast path;
-        the full path counts through :meth:`Trials.counted`)."""
+        the full path counts through :meth:`Trials.counted`); a timed one goes to
+        :meth:`Trials.ran`."""
         self.due -= 1
 
 
@@ -93,17 +97,13 @@ class Trials:
         if kept is not None:
             return kept, False
         times = self._times.setdefault(key, [])
-        return shortlist[len(times) // (1 + REPS)], True
+        return shortlist[len(times) % len(shortlist)], True
 
     def left(self, key: tuple, shortlist: tuple[str, ...]) -> int:
         """How many more blocking calls of ``key`` are trials."""
         if key in self.kept:
             return 0
         return (1 + REPS) * len(shortlist) - len(self._times.get(key, ()))
-
-    def watch(self, key: tuple) -> Watch | None:
-        """The guard of the key's kept choice, if it has one."""
-        return self.watches.get(key)
 
     def counted(self, key: tuple) -> bool:
         """A blocking call of ``key`` is about to run its kept choice: count it, and say
@@ -127,14 +127,15 @@ class Trials:
         runs = 1 + REPS
         if len(times) < runs * len(shortlist):
             return False
-        mine = np.array([np.median(times[i + 1:i + runs]) for i in range(0, len(times), runs)])
+        n = len(shortlist)  # (round by round: the first untimed)
+        mine = np.array([np.median(times[n + i::n]) for i in range(n)])
         slowest = np.empty_like(mine)
         self.comm.Allreduce(mine, slowest, op=MPI.MAX)
         kept = self.kept[key] = shortlist[int(np.argmin(slowest))]  # ties: the first, MPI's own
         self.measured[key] = dict(zip(shortlist, slowest.tolist()))
         del self._times[key]
         if key[0] > select.OWN_UP_TO and len(shortlist) > 1 and _env.settings().auto != "once":
-            self.watches[key] = Watch(kept, CHECK_EVERY << self.again.get(key, 0))
+            self.watches[key] = Watch(key, kept, CHECK_EVERY << self.again.get(key, 0))
         return True
 
     def _checked(self, key: tuple, seconds: float) -> bool:

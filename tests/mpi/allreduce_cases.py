@@ -213,7 +213,7 @@ def test_auto_guard_tries_again_a_choice_that_slowed():
             problems.append(f"not tried again: {ctx.trials.again}, "
                             f"{mpicoll.api.trials_left(x, comm=comm)} trials left")
         calls(left)
-        watch = ctx.trials.watch(key)
+        watch = ctx.trials.watches.get(key)
         if watch is None or watch.due != 2 * trials.CHECK_EVERY:  # the period doubles
             problems.append(f"after the new trials: {watch and (watch.name, watch.due)}")
         with environment(MPICOLL_AUTO="once"):
