@@ -5,11 +5,13 @@ The cost model ranks the algorithms from figures fitted on one machine, one MPI 
 load; on another, or on a busy node, it can rank them wrong by 2× and more (``rd`` at 1 MiB on
 2 ranks ran 0.22× MPI's own where ``auto``'s ``shm`` ran 0.83×). So a communicator's first
 blocking ``auto`` calls of each size class (powers of two) try the shortlist round by round,
-one call of each candidate per round, the first round untimed and then :data:`REPS` timed (in
-turn, as a program's call runs after its other work, not after itself: back to back, ``rd``
+one sample of each candidate per round (:func:`per_sample` calls back to back), the first
+round untimed and then :data:`REPS` timed. In turn: a call of megabytes runs after the
+program's other work, not after itself (all of one candidate's calls back to back, ``rd``
 measured fastest at 4 MiB on 2 ranks in 12 runs of 12, where the bench's interleaved calls
-find it 1.3× slower than ``ring``); then the ranks take the maximum over
-ranks of each candidate's median time (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
+find it 1.3× slower than ``ring``); calls of kilobytes come in loops (:data:`SAMPLE_BYTES`).
+Then the ranks take the maximum over
+ranks of each candidate's median time per call (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
 and keep the fastest for that size class, in every call form. Every rank makes the same calls,
 so each reaches that allreduce at the same call and keeps the same algorithm.
 
@@ -36,7 +38,7 @@ from mpi4py import MPI
 from . import _env
 from .algorithm import select
 
-__all__ = ["Trials", "Watch", "REPS", "CHECK_EVERY", "SLOWER"]
+__all__ = ["Trials", "Watch", "REPS", "CHECK_EVERY", "SLOWER", "SAMPLE_BYTES", "per_sample"]
 
 REPS = 3
 """Timed calls per candidate, after an untimed one (its first call builds its plan, checks its
@@ -53,6 +55,22 @@ and up, tens of microseconds each (docs/algorithms.md, the auto rule)."""
 SLOWER = 1.5
 """How much slower than its trial a kept choice must now run to be tried again (and slower
 than another candidate's trial): above the 10-30% a single call varies here."""
+
+
+SAMPLE_BYTES = 2 << 20
+"""A trial above :data:`~mpicoll.algorithm.select.OWN_UP_TO` is a sample of calls back to back,
+as many as move about this many bytes (1 to 16): a program that makes calls of 256 KiB makes
+them in a loop (the bench's samples last 2 ms), whose cache keeps what the last call left, and
+``rd`` is fastest there (0.3× MPI's own, Open MPI, 2 ranks) while one call after six others
+ranked it behind ``rabenseifner`` (0.9×); calls of megabytes leave nothing in the cache."""
+
+
+def per_sample(size_class: int) -> int:
+    """Calls per trial sample for a size class (1 up to ``OWN_UP_TO``: ``api._sampled``
+    samples those itself)."""
+    if size_class <= select.OWN_UP_TO:
+        return 1
+    return max(1, min(16, SAMPLE_BYTES // size_class))
 
 
 class Watch:
@@ -97,13 +115,13 @@ class Trials:
         if kept is not None:
             return kept, False
         times = self._times.setdefault(key, [])
-        return shortlist[len(times) % len(shortlist)], True
+        return shortlist[len(times) // per_sample(key[0]) % len(shortlist)], True
 
     def left(self, key: tuple, shortlist: tuple[str, ...]) -> int:
         """How many more blocking calls of ``key`` are trials."""
         if key in self.kept:
             return 0
-        return (1 + REPS) * len(shortlist) - len(self._times.get(key, ()))
+        return (1 + REPS) * len(shortlist) * per_sample(key[0]) - len(self._times.get(key, ()))
 
     def counted(self, key: tuple) -> bool:
         """A blocking call of ``key`` is about to run its kept choice: count it, and say
@@ -124,11 +142,11 @@ class Trials:
             return self._checked(key, seconds)
         times = self._times[key]
         times.append(seconds)
-        runs = 1 + REPS
-        if len(times) < runs * len(shortlist):
+        n, k = len(shortlist), per_sample(key[0])
+        if len(times) < (1 + REPS) * n * k:
             return False
-        n = len(shortlist)  # (round by round: the first untimed)
-        mine = np.array([np.median(times[n + i::n]) for i in range(n)])
+        samples = np.reshape(times, (1 + REPS, n, k)).mean(axis=2)  # round, candidate
+        mine = np.median(samples[1:], axis=0)  # (the first round untimed)
         slowest = np.empty_like(mine)
         self.comm.Allreduce(mine, slowest, op=MPI.MAX)
         kept = self.kept[key] = shortlist[int(np.argmin(slowest))]  # ties: the first, MPI's own

@@ -151,7 +151,8 @@ def test_auto_tries_its_shortlist_then_keeps_the_fastest():
         x = data(comm, count, "f4", "sum")
         shortlist = select.shortlist(x.nbytes, layout)
         left = mpicoll.api.trials_left(x, comm=comm)
-        calls = 1 if x.nbytes <= select.OWN_UP_TO else (1 + trials.REPS) * len(shortlist)
+        calls = 1 if x.nbytes <= select.OWN_UP_TO else \
+            (1 + trials.REPS) * len(shortlist) * trials.per_sample(select.size_class(x.nbytes))
         if left != (calls if len(shortlist) > 1 else 0):
             problems.append(f"{count}: {left} trials left of {shortlist}")
         for _ in range(left + 2):
