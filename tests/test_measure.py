@@ -170,3 +170,13 @@ def test_phases_prints_every_ranks_phases(mpirun):
     out = mpirun(2, "benchmarks/phases.py", "--algorithm", "ring", "--bytes", "64K", "--reps", "2",
                  timeout=60)
     assert "rank 1: total" in out and "reduce-scatter" in out and "allgather" in out, out
+
+
+def test_auto_guard_benchmark_reports_both_phases(mpirun):
+    """benchmarks/auto_guard.py (auto kept on a quiet node, then beside a load it starts and
+    stops): a row per phase naming what auto ran, which gave MPI's result (else exit 1)."""
+    out = mpirun(2, "benchmarks/auto_guard.py", "-m", "64K", "-n", "32", "--header",
+                 timeout=120)
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("64KB")]
+    assert [row[1:3] for row in rows] == [["measure", "quiet"], ["measure", "busy"]], out
+    assert all(row[6].encode() in PLAIN for row in rows), out
