@@ -8,7 +8,7 @@ implicit one of a submodule on its package. Names are modules relative to ``mpic
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("_layers", "_version", "_plugins", "_env", "fault", "_array", "_mpi", "cuda_aware", "progress")),
-    ("data", ("ops", "schedule", "local", "timing", "objects", "codecs", "codecs.*")),
+    ("data", ("collective", "ops", "schedule", "local", "timing", "objects", "codecs", "codecs.*")),
     ("plans", ("algorithm", "algorithm.base", "algorithm.registry", "algorithm.ring",
                "algorithm.compressed_ring", "algorithm.tree", "algorithm.recursive_doubling",
                "algorithm.rabenseifner", "algorithm.hybrid", "algorithm.node_leaders",

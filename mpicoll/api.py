@@ -37,9 +37,11 @@ def reload_environment() -> None:
     watchdog.refresh()
 
 
-def algorithms_available() -> tuple[str, ...]:
-    """Names ``algorithm=`` accepts."""
-    return algorithms_.names() + (registry.AUTO,)
+def algorithms_available(collective: str = "allreduce") -> tuple[str, ...]:
+    """Names ``algorithm=`` accepts for calls of ``collective`` (:mod:`mpicoll.collective`:
+    "allreduce", "allgather", "reduce_scatter", ...; those mpicoll does not run yet: none)."""
+    names = algorithms_.names(collective=collective)
+    return names + (registry.AUTO,) if names else ()
 
 
 def allreduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",

@@ -21,7 +21,7 @@ from typing import Any, Callable, TypeAlias, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import api, codecs, context, ops, timing
+from . import api, codecs, collective, context, ops, timing
 from . import algorithm as algorithms_
 from .algorithm import registry, select
 from .progress import Progress
@@ -259,7 +259,7 @@ def _row(settings: Settings, x: np.ndarray, name: str, ran: str, codec: str, tim
     return (0, x.nbytes, x.size, x.dtype.name, settings.op, name, ran, codec, size, nodes,
             settings.iters, median * 1e6, times.min() * 1e6, times.max() * 1e6,
             float(np.median(native)) * 1e6, float(np.median(times / native)),
-            algbw, algbw * (2 * (size - 1) / size if size > 1 else 1.0), wrong, error)
+            algbw, algbw * collective.ALLREDUCE.bus_factor(size), wrong, error)
 
 
 COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "codec", "time(us)",

@@ -270,7 +270,7 @@ def _info(args: argparse.Namespace) -> int:
     import numpy as np
     from mpi4py import MPI
 
-    from . import algorithm, api, bench, context, cuda_aware, tune
+    from . import algorithm, api, bench, collective, context, cuda_aware, tune
     from . import trials as trials_module
     from ._version import __version__
     from .algorithm import select
@@ -306,6 +306,9 @@ def _info(args: argparse.Namespace) -> int:
         "algorithms:",
     ]
     lines += [f"  {a.name:<17} {a.summary}{_capabilities(a)}" for a in algorithm.registered()]
+    lines.append("collectives (what algorithm= takes for each):")
+    lines += [f"  {name:<17} {', '.join(api.algorithms_available(name)) or 'not yet'}"
+              for name in collective.names()]
     lines.append(f"auto picks (float32 sum), and the predicted time of each candidate in us "
                  f"(model: {tune.model_in_force().source}):")
     w = max(map(len, among)) + 2  # every name apart, whatever its length

@@ -8,6 +8,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from . import collective
+
 __all__ = ["bench_figure", "figure"]
 
 
@@ -73,7 +75,7 @@ def _unique_by_size(rows: np.ndarray) -> np.ndarray:
     """Native's figures per size (each algorithm's row repeats them; take the median)."""
     sizes = np.unique(rows["size"])
     p = rows["ranks"][0]
-    factor = 2 * (p - 1) / p if p > 1 else 1.0
+    factor = collective.ALLREDUCE.bus_factor(p)
     native_us = np.array([np.median(rows["native_us"][rows["size"] == s]) for s in sizes])
     result = np.zeros(len(sizes), [("size", "i8"), ("native_us", "f8"), ("native_bus", "f8")])
     result["size"], result["native_us"] = sizes, native_us

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import numpy as np
 
+from .. import collective
 from ..schedule import Builder, BufferName, Copy, Reduce, Region, Scale, Schedule, Zero
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class Algorithm:
             usual algorithms).
         blocks: its blocking calls block in an MPI collective, which never matches a
             nonblocking one: whether a call blocks is compared by the fingerprint check.
+        collectives: the collectives it runs (:mod:`mpicoll.collective`'s names); the registry
+            finds an algorithm by collective and name.
     """
 
     name: str
@@ -98,8 +101,11 @@ class Algorithm:
     tags: int = 1
     mpi: bool = False
     blocks: bool = False
+    collectives: frozenset[str] = frozenset({collective.ALLREDUCE.name})
 
     def __post_init__(self) -> None:
+        for name in self.collectives:
+            collective.get(name)  # ValueError: not a collective
         if (self.plan is None) == (self.run is None):
             raise ValueError(f"algorithm {self.name!r}: give exactly one of plan and run")
         if not self.compresses <= {"dense", "sparse"}:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import _plugins
+from .. import _plugins, collective as collectives
 from .base import Algorithm
 
 __all__ = ["register", "get", "registered", "names", "generation", "UnknownAlgorithmError"]
@@ -44,31 +44,38 @@ def _load_plugins() -> None:
         _plugins.load(PLUGINS, register)
 
 
-def get(name: str) -> Algorithm:
-    """The algorithm called ``name`` (a plugin's too)."""
+def get(name: str, collective: str = collectives.ALLREDUCE.name) -> Algorithm:
+    """The algorithm called ``name`` (a plugin's too) that runs ``collective``."""
     algorithm = _BY_NAME.get(name) if isinstance(name, str) else None
     if algorithm is None and isinstance(name, str):
         _load_plugins()
         algorithm = _BY_NAME.get(name)
-    if algorithm is None:
-        raise UnknownAlgorithmError(f"unknown algorithm {name!r}; choose one of "
-                                    f"{names() + (AUTO,)}")
+    if algorithm is None or collective not in algorithm.collectives:
+        what = "unknown algorithm" if algorithm is None else \
+            f"{collective} has no algorithm"
+        raise UnknownAlgorithmError(f"{what} {name!r}; choose one of "
+                                    f"{names(collective=collective) + (AUTO,)}")
     return algorithm
 
 
-def registered() -> tuple[Algorithm, ...]:
-    """Every algorithm, in registration order."""
+def registered(collective: str | None = collectives.ALLREDUCE.name) -> tuple[Algorithm, ...]:
+    """Every algorithm that runs ``collective`` (None: every one), in registration order."""
     _load_plugins()
-    return tuple(_BY_NAME.values())
+    return tuple(a for a in _BY_NAME.values()
+                 if collective is None or collective in a.collectives)
 
 
 def names(*, plain: bool | None = None, compresses: str | None = None,
-          planned: bool | None = None) -> tuple[str, ...]:
-    """Names of the registered algorithms, optionally only those that run without a codec
-    (``plain=True``), that run codecs of a kind (``compresses="dense"`` or ``"sparse"``), or
-    that have a schedule of their own (``planned=True``: not ``native``, MPI's)."""
+          planned: bool | None = None, collective: str = collectives.ALLREDUCE.name
+          ) -> tuple[str, ...]:
+    """Names of the registered algorithms of ``collective``, optionally only those that run
+    without a codec (``plain=True``), that run codecs of a kind (``compresses="dense"`` or
+    ``"sparse"``), or that have a schedule of their own (``planned=True``: not ``native``,
+    MPI's)."""
     _load_plugins()
+    collectives.get(collective)  # ValueError: not a collective
     return tuple(a.name for a in _BY_NAME.values()
-                 if (plain is None or a.plain == plain)
+                 if collective in a.collectives
+                 and (plain is None or a.plain == plain)
                  and (compresses is None or compresses in a.compresses)
                  and (planned is None or (a.plan is not None) == planned))

@@ -1,0 +1,56 @@
+"""Which collective a call runs, as data (mpicoll.collective), and the registry by collective."""
+
+import dataclasses
+
+import pytest
+
+import mpicoll
+from mpicoll import collective
+from mpicoll.algorithm import Algorithm, UnknownAlgorithmError, get, names, registered
+
+pytestmark = pytest.mark.mpi_free
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6])
+def test_counts_and_bus_factors_are_nccl_tests(p):
+    """Per rank, blocks of n: allgather sends n and gets p·n, reduce_scatter the reverse; busbw
+    factors as nccl-tests' (allreduce 2(p-1)/p, allgather and reduce_scatter (p-1)/p, rooted
+    ones 1), algbw as it is on one rank; size = the larger buffer."""
+    n = 7
+    expected = {"allreduce": ((n, n), 2 * (p - 1) / p), "allgather": ((n, p * n), (p - 1) / p),
+                "reduce_scatter": ((p * n, n), (p - 1) / p), "bcast": ((n, n), 1.0),
+                "reduce": ((n, n), 1.0)}
+    assert collective.names() == tuple(expected)
+    for name, (counts, bus) in expected.items():
+        c = collective.get(name)
+        assert c.counts(n, p) == counts
+        assert c.bus_factor(p) == pytest.approx(bus if p > 1 or c.rooted else 1.0)
+        assert c.nbytes(n, p, 4) == 4 * max(counts)
+    assert [c.name for c in map(collective.get, collective.names()) if c.reduces] == \
+        ["allreduce", "reduce_scatter", "reduce"]
+    assert collective.get(collective.REDUCE_SCATTER) is collective.REDUCE_SCATTER
+    assert collective.REDUCE_SCATTER.mpi == "Reduce_scatter_block"
+
+
+def test_unknown_collective_says_which_exist():
+    with pytest.raises(ValueError, match="unknown collective 'alltoall'.*allgather"):
+        collective.get("alltoall")
+    with pytest.raises(ValueError, match="unknown collective"):
+        names(collective="alltoall")
+    with pytest.raises(ValueError, match="unknown collective"):
+        dataclasses.replace(get("ring"), name="x", collectives=frozenset({"gather"}))
+
+
+def test_the_registry_finds_algorithms_by_collective():
+    """Everything registered so far is allreduce's (the default collective); asking another
+    collective for one of them says which it has."""
+    assert all(a.collectives == {"allreduce"} for a in registered(None))
+    assert names() == names(collective="allreduce") == tuple(a.name for a in registered())
+    assert mpicoll.algorithms() == names() + ("auto",) == mpicoll.algorithms("allreduce")
+    for other in ("allgather", "reduce_scatter", "bcast", "reduce"):
+        assert names(collective=other) == () and registered(other) == ()
+        assert mpicoll.algorithms(other) == ()
+        with pytest.raises(UnknownAlgorithmError, match=f"{other} has no algorithm 'ring'"):
+            get("ring", other)
+    assert get("ring", "allreduce") is get("ring")
+    assert isinstance(get("ring"), Algorithm)
