@@ -4,6 +4,8 @@ from . import codecs
 from ._version import __version__
 from .api import algorithms_available as algorithms
 from .api import allreduce, allreduce_init, choose_algorithm, iallreduce, reload_environment
+from .blockwise import (allgather, allgather_init, iallgather, ireduce_scatter, reduce_scatter,
+                        reduce_scatter_init)
 from .check import MismatchError
 from .comm import Comm
 from .context import ConcurrentUseError, OutOfCommunicatorsError
@@ -12,7 +14,9 @@ from .persistent import PersistentRequest
 from .recovery import Steps, recover, shrink
 from .request import Request, testall, waitall
 
-__all__ = ["allreduce", "iallreduce", "allreduce_init", "algorithms", "choose_algorithm", "codecs",
+__all__ = ["allreduce", "iallreduce", "allreduce_init", "allgather", "iallgather", "allgather_init",
+           "reduce_scatter", "ireduce_scatter", "reduce_scatter_init", "algorithms",
+           "choose_algorithm", "codecs",
            "Request", "PersistentRequest", "waitall", "testall", "MismatchError",
            "ConcurrentUseError", "OutOfCommunicatorsError", "ProcessFailedError", "shrink", "recover", "Steps",
            "Comm",

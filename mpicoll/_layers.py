@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "algorithm.sparse_allgather", "algorithm.sparse_regions",
                  "algorithm.sparse_auto", "builtin")),
     ("session", ("context",)),
-    ("calls", ("fastpath", "request", "persistent", "api", "recovery")),
+    ("calls", ("fastpath", "request", "persistent", "api", "blockwise", "recovery")),
     ("tools", ("comm", "overlap", "bench", "tune", "demo", "h5", "plot", "cli", "__main__")),
     ("package", ("",)),  # mpicoll itself: the public names
 )

@@ -10,8 +10,8 @@ from typing import Any, NamedTuple, TypeAlias, Union, cast
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, check, codecs, context, fastpath, fault, inflight, ops, timing, transport, \
-    watchdog
+from . import _env, check, codecs, collective, context, fastpath, fault, inflight, ops, timing, \
+    transport, watchdog
 from . import algorithm as algorithms_
 from ._array import MIXED, Array, address, array_module, flat, writeable
 from . import builtin, execution  # noqa: F401  (importing builtin registers the algorithms)
@@ -227,21 +227,11 @@ def _prepare(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     # What every rank must agree on; checked before anything moves on the first call of each
     # kind (every call with MPICOLL_CHECK=1), and hashed into every message tag.
     rest = (send.dtype, op_.name, chosen.name,
-            spec if inner is None else f"{spec}({_params(inner)})")
+            spec if inner is None else f"{spec}({_params(inner)})", collective.ALLREDUCE.name)
     kind = (send.size, *rest)
-    number, known = ctx.begin(kind)  # ConcurrentUseError: another thread's collectives in flight
     carry = blocking and chosen.one_node and chosen.plan is not None
-    checking: check.Channel | None = None
-    if known is None or check.every_call:
-        checking = ctx.checks
-        bits = checking.start(number, kind, rest, known, carry, blocking,
-                              blocking and chosen.blocks)
-        if not checking.pending:  # one rank: nobody to disagree with
-            checking = None
-            if known is None:
-                ctx.remember(kind, bits)
-    else:
-        bits = known
+    # (ConcurrentUseError: another thread's collectives in flight)
+    number, bits, checking = ctx.begin_checked(kind, carry, blocking, blocking and chosen.blocks)
     recorder = timing.active() if record else None
     record_ = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op_.name,
@@ -446,18 +436,25 @@ def _checked(sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any, cod
     asked = None if algorithm == registry.AUTO else registry.get(algorithm)
     if asked is not None and asked.needs_commutative and not op.commutative:
         raise ValueError(f"{algorithm} reorders operands: op {op.name!r} is not commutative")
-    if comm is None:
-        comm = MPI.COMM_WORLD
-    if comm == MPI.COMM_NULL:  # what Split with MPI.UNDEFINED or Create_group gives a non-member
-        raise TypeError("comm is MPI.COMM_NULL: this rank is not in the communicator; call "
-                        "collectives on it only from its members")
-    if not isinstance(comm, MPI.Intracomm):
-        raise TypeError(f"comm must be an mpi4py intra-communicator, not {comm!r}")
+    comm = communicator(comm)
     codec = _codec_for(codec, send.dtype, op, asked)
     if codec is None and asked is not None and not asked.plain:
         raise ValueError(f"{algorithm} runs only with a codec of a kind it compresses "
                          f"({', '.join(sorted(asked.compresses))})")
     return send, recv, op, asked, comm, codec
+
+
+def communicator(comm: Any) -> MPI.Intracomm:
+    """The communicator a call's ``comm`` names (``MPI.COMM_WORLD`` for None), or a clear
+    error."""
+    if comm is None:
+        return MPI.COMM_WORLD
+    if comm == MPI.COMM_NULL:  # what Split with MPI.UNDEFINED or Create_group gives a non-member
+        raise TypeError("comm is MPI.COMM_NULL: this rank is not in the communicator; call "
+                        "collectives on it only from its members")
+    if not isinstance(comm, MPI.Intracomm):
+        raise TypeError(f"comm must be an mpi4py intra-communicator, not {comm!r}")
+    return comm
 
 
 def _array(name: str, buf: Any, xp: Any) -> Array:

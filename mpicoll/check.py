@@ -1,7 +1,8 @@
 """Collective fingerprints: ranks agree on what they are about to run before any data moves.
 
-A collective is described by its sequence number on the communicator, count, dtype, op, the
-algorithm that will run and the codec with its parameters. Ranks compare the sequence number
+A collective is described by its sequence number on the communicator, count (a block: what
+one rank gives or gets), dtype, op, the algorithm that will run, the codec with its parameters
+and which collective it is (:mod:`mpicoll.collective`). Ranks compare the sequence number
 and a 32-bit hash of the rest in one small native allreduce (MIN over the values and their
 negations: equal everywhere iff min == max, as MPICH's ``MPIX_EQUAL`` does; a persistent
 request, started when the call is numbered, so that its latency hides behind preparing the call,
@@ -39,7 +40,7 @@ __all__ = ["MismatchError", "CHECK_ENV", "every_call", "Channel", "refresh",
            "tag_bits", "say"]
 
 CHECK_ENV = "MPICOLL_CHECK"
-FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec", "blocking")
+FIELDS = ("call", "count", "dtype", "op", "algorithm", "codec", "collective", "blocking")
 
 
 class MismatchError(ValueError):
@@ -67,7 +68,7 @@ def refresh() -> None:
 
 def tag_bits(count: int, rest: tuple) -> int:
     """A stable 32-bit hash of a fingerprint ``(count, *rest)``, ``rest`` being ``(dtype, op,
-    algorithm, codec)``, for message tags and the check (the same on every rank and run). On a
+    algorithm, codec, collective)``, for message tags and the check (the same on every rank and run). On a
     first call's path, which it lengthens on every rank, with cold caches: the rest, the same
     for many counts, is hashed once per kind of call (CRC-32 of its text); the count, the field
     that changes most, by one multiplication (Fibonacci hashing: the high half of the product
@@ -77,8 +78,9 @@ def tag_bits(count: int, rest: tuple) -> int:
     if rest_bits is None:
         if len(_REST_BITS) >= 1024:
             _REST_BITS.clear()
-        dtype, op, algorithm, codec = rest
-        rest_bits = _REST_BITS[rest] = zlib.crc32(f"{dtype.str}|{op}|{algorithm}|{codec}".encode())
+        dtype, op, algorithm, codec, collective = rest
+        rest_bits = _REST_BITS[rest] = zlib.crc32(
+            f"{dtype.str}|{op}|{algorithm}|{codec}|{collective}".encode())
     return (count * _GOLDEN >> 32 & 0xFFFFFFFF) ^ rest_bits
 
 
@@ -194,8 +196,9 @@ class Channel:
 
 def say(kind: tuple) -> str:
     """A fingerprint in words."""
-    count, dtype, op, algorithm, codec = kind
-    return (f"allreduce of {count} × {np.dtype(dtype).name}, op {op}, algorithm {algorithm}"
+    count, dtype, op, algorithm, codec, collective = kind
+    return (f"{collective} of {count} × {np.dtype(dtype).name}"
+            + (f", op {op}" if op else "") + f", algorithm {algorithm}"
             + (f", codec {codec}" if codec else ""))
 
 

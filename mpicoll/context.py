@@ -159,6 +159,22 @@ class Context:
         self.claim()
         return next(self.calls), self._verified.get(kind)
 
+    def begin_checked(self, kind: tuple, carried: bool = False, blocking: bool = False,
+                      blocks: bool = False) -> tuple[int, int, check.Channel | None]:
+        """:meth:`begin`, and the call's fingerprint check started where it needs one (a kind
+        not verified yet; every call with ``MPICOLL_CHECK=1``; see ``check.Channel.start``):
+        the call's number, its tag hash, and the check to finish before anything moves (None:
+        none, or nobody to disagree with)."""
+        number, known = self.begin(kind)
+        if known is not None and not check.every_call:
+            return number, known, None
+        bits = self.checks.start(number, kind, kind[1:], known, carried, blocking, blocks)
+        if self.checks.pending:
+            return number, bits, self.checks
+        if known is None:  # one rank
+            self.remember(kind, bits)
+        return number, bits, None
+
     def claim(self) -> None:
         """This thread starts a collective here: ConcurrentUseError if another one is in one."""
         me = threading.get_ident()

@@ -76,6 +76,7 @@ class Call:
     tags: tuple[int, ...]
     fingerprint: Channel | None = None
     blocking: bool = False  # the caller waits for it (allreduce, not iallreduce)
+    collective: str = "allreduce"  # (mpicoll.collective's names): what the buffers hold
 
 
 def start(algorithm: Algorithm, call: Call) -> Iterator[Union[Stage, Ran]]:

@@ -41,7 +41,7 @@ class Request:
         self._current: Stage | None = None
         self._result = result
         self._record = record
-        self._kind = kind        # the fingerprint (count, dtype, op, algorithm, codec), for reports
+        self._kind = kind        # the fingerprint (count, dtype, op, algorithm, codec, collective)
         self.number = number     # the collective's number on its communicator
         self.context = context   # the communicator's mpicoll context it runs on
         self.claimed = False  # advanced by a thread right now (see mpicoll.inflight)

@@ -42,15 +42,19 @@ def test_unknown_collective_says_which_exist():
 
 
 def test_the_registry_finds_algorithms_by_collective():
-    """Everything registered so far is allreduce's (the default collective); asking another
-    collective for one of them says which it has."""
-    assert all(a.collectives == {"allreduce"} for a in registered(None))
+    """Allreduce is the default collective; native runs allgather and reduce_scatter too, the
+    others allreduce only; asking a collective for an algorithm that does not run it says
+    which do."""
     assert names() == names(collective="allreduce") == tuple(a.name for a in registered())
     assert mpicoll.algorithms() == names() + ("auto",) == mpicoll.algorithms("allreduce")
-    for other in ("allgather", "reduce_scatter", "bcast", "reduce"):
-        assert names(collective=other) == () and registered(other) == ()
-        assert mpicoll.algorithms(other) == ()
-        with pytest.raises(UnknownAlgorithmError, match=f"{other} has no algorithm 'ring'"):
-            get("ring", other)
-    assert get("ring", "allreduce") is get("ring")
-    assert isinstance(get("ring"), Algorithm)
+    assert {a.name for a in registered(None) if a.collectives != {"allreduce"}} == {"native"}
+    for blocks in ("allgather", "reduce_scatter"):
+        assert names(collective=blocks) == ("native",) == tuple(a.name for a in registered(blocks))
+        assert mpicoll.algorithms(blocks) == ("native", "auto")
+        assert get("native", blocks) is get("native")
+        with pytest.raises(UnknownAlgorithmError, match=f"{blocks} has no algorithm 'ring'"
+                                                        ".*'native', 'auto'"):
+            get("ring", blocks)
+    for rooted in ("bcast", "reduce"):
+        assert names(collective=rooted) == () and mpicoll.algorithms(rooted) == ()
+    assert isinstance(get("ring", "allreduce"), Algorithm)

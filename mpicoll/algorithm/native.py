@@ -130,7 +130,7 @@ class NativeExecution:
     def where(self) -> str:
         if self._request is not None:
             return "in MPI_Allreduce_init's request" if self._persistent is not None \
-                else "in MPI_Iallreduce"
+                else "in MPI's own nonblocking collective"
         return "not started" if self._call is not None else "finished"
 
     def test(self) -> bool:
@@ -162,8 +162,14 @@ class NativeExecution:
     def _post(self) -> None:
         call = self._call
         if call is not None:
-            first = first_buffer(call.send, call.recv, call.op, call.ctx.size)
-            self._request = call.ctx.comm.Iallreduce(first, call.recv, call.op.mpi)
+            comm = call.ctx.comm
+            if call.collective == "allgather":
+                self._request = comm.Iallgather(call.send, call.recv)
+            elif call.collective == "reduce_scatter":
+                self._request = comm.Ireduce_scatter_block(call.send, call.recv, call.op.mpi)
+            else:
+                first = first_buffer(call.send, call.recv, call.op, call.ctx.size)
+                self._request = comm.Iallreduce(first, call.recv, call.op.mpi)
             self._call = None
 
     def _finished(self) -> None:
@@ -179,5 +185,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[NativeExecution]:
     yield NativeExecution(call)
 
 
-ALGORITHM = Algorithm("native", "the MPI library's own MPI_Iallreduce, for comparison and auto",
-                      run=run, tags=0, mpi=True)
+ALGORITHM = Algorithm("native", "the MPI library's own MPI_Iallreduce (MPI_Iallgather, "
+                      "MPI_Ireduce_scatter_block), for comparison and auto",
+                      run=run, tags=0, mpi=True,
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))

@@ -1,0 +1,170 @@
+"""allgather and reduce_scatter: the collectives whose buffers are blocks, one per rank.
+
+Sharded training lives on them (ZeRO and FSDP reduce-scatter gradients and allgather
+parameters), and ring allreduce is one followed by the other. They run through the same
+machinery as allreduce: checked arguments, the collective numbered on its communicator, the
+fingerprint check (which names the collective, so ranks that call different collectives raise
+``MismatchError``), requests the progress engine completes in any order alongside allreduce's.
+For now MPI's own (``native``) runs them, in every call form; mpicoll's own schedules, in-place
+calls, codecs and averages come next and are refused clearly until then.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _env, collective, context, execution, inflight, ops, transport
+from ._array import Array, array_module, flat, writeable
+from .api import _array, communicator
+from .algorithm import Options, registry
+from .execution import Call
+from .persistent import PersistentRequest
+from .request import Request
+
+__all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
+           "reduce_scatter_init"]
+
+OpArg = Union[str, MPI.Op, ops.Op]
+
+
+def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
+              comm: MPI.Intracomm | None = None, codec: None = None) -> Array:
+    """Every rank's ``sendbuf``, in rank order, in ``recvbuf`` on every rank (``MPI_Allgather``).
+
+    Args:
+        sendbuf: contiguous NumPy array of n elements, any shape (its elements in memory order).
+        recvbuf: array of size·n elements of the same dtype, any shape (allocated flat when
+            None); rank i's block is elements [i·n, (i+1)·n).
+        algorithm: one of ``algorithms("allgather")``; "auto" runs MPI's own for now.
+        comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
+    """
+    return iallgather(sendbuf, recvbuf, algorithm=algorithm, comm=comm, codec=codec).wait()
+
+
+def iallgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
+               comm: MPI.Intracomm | None = None, codec: None = None) -> Request:
+    """Start the allgather ``allgather`` describes; its :class:`Request` completes in any order
+    with other requests."""
+    return _start(collective.ALLGATHER, sendbuf, recvbuf, None, algorithm, comm, codec)
+
+
+def allgather_init(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
+                   comm: MPI.Intracomm | None = None, codec: None = None
+                   ) -> PersistentRequest:
+    """A persistent allgather of these buffers: ``start()``, then ``wait()``, as often as wanted
+    (collective: every rank makes it, and later starts it, in the same order)."""
+    return _persistent(collective.ALLGATHER, sendbuf, recvbuf, None, algorithm, comm, codec)
+
+
+def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
+                   algorithm: str = "auto", comm: MPI.Intracomm | None = None,
+                   codec: None = None) -> Array:
+    """Rank i gets the reduction over all ranks of block i of their ``sendbuf``
+    (``MPI_Reduce_scatter_block``).
+
+    Args:
+        sendbuf: contiguous NumPy array of size·n elements (a multiple of the communicator's
+            size), any shape; block i is elements [i·n, (i+1)·n).
+        recvbuf: array of n elements of the same dtype (allocated flat when None).
+        op: "sum", "prod", "min", "max" or the matching ``mpi4py.MPI.Op`` (or a commutative
+            user-defined one); "avg" is not built yet.
+        algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs MPI's own for now.
+        comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
+    """
+    return ireduce_scatter(sendbuf, recvbuf, op=op, algorithm=algorithm, comm=comm,
+                           codec=codec).wait()
+
+
+def ireduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
+                    algorithm: str = "auto", comm: MPI.Intracomm | None = None,
+                    codec: None = None) -> Request:
+    """Start the reduce_scatter ``reduce_scatter`` describes; its :class:`Request` completes in
+    any order with other requests."""
+    return _start(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec)
+
+
+def reduce_scatter_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
+                        algorithm: str = "auto", comm: MPI.Intracomm | None = None,
+                        codec: None = None) -> PersistentRequest:
+    """A persistent reduce_scatter of these buffers: ``start()``, then ``wait()``, as often as
+    wanted (collective: every rank makes it, and later starts it, in the same order)."""
+    return _persistent(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec)
+
+
+def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
+           comm: Any, codec: Any) -> Request:
+    """Check, number and fingerprint-check the call everywhere, then start it."""
+    chosen, call, recv, kind, number = _prepare(which, sendbuf, recvbuf, op, algorithm, comm,
+                                                codec)
+    request = Request(recv, chosen.name, "", call.path.name, None, kind, number, call.ctx)
+    try:
+        request.run(execution.start(chosen, call))
+    finally:
+        if call.fingerprint is not None:
+            call.fingerprint.finish()  # every rank started the check: every rank completes it
+    inflight.add(request)
+    return request
+
+
+def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
+                algorithm: Any, comm: Any, codec: Any) -> PersistentRequest:
+    chosen, call, recv, kind, number = _prepare(which, sendbuf, recvbuf, op, algorithm, comm,
+                                                codec)
+    if call.fingerprint is not None:
+        call.fingerprint.finish()
+    return PersistentRequest(recv, chosen.name, "", call.path.name, kind, number, call.ctx,
+                             None, lambda: execution.start(chosen, call), call.tags)
+
+
+def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
+             comm: Any, codec: Any) -> tuple[Any, Call, Array, tuple, int]:
+    """Validate every argument locally (before anything is sent: every rank raises alike),
+    then number the call and start its fingerprint check."""
+    if codec is not None:
+        raise ValueError(f"codecs on {which.name} are not built yet: codec must be None")
+    xp = array_module(sendbuf)
+    if xp is not np:
+        raise TypeError(f"{which.name} takes NumPy arrays for now, not {type(sendbuf).__name__}")
+    send = _array("sendbuf", sendbuf, xp)
+    if send.dtype.kind not in "iufc" or send.dtype.fields is not None:
+        raise TypeError(f"{which.name} of dtype {send.dtype}: only integer, floating and "
+                        "complex dtypes")
+    op_ = ops.resolve("sum" if op is None else op)  # (allgather reduces nothing: unused)
+    if which.reduces:
+        ops.check_dtype(send.dtype, op_)
+        if op_.average:
+            raise ValueError(f"op 'avg' on {which.name} is not built yet: reduce with 'sum' "
+                             "and divide by the communicator's size")
+    comm_ = communicator(comm)
+    p = comm_.Get_size()
+    if which.sends_all and send.size % p:
+        raise ValueError(f"{which.name}: sendbuf holds {send.size} elements, not a multiple of "
+                         f"the communicator's {p} ranks (a block per rank)")
+    n = send.size // p if which.sends_all else send.size
+    wanted = which.counts(n, p)[1]
+    if recvbuf is None:
+        recv = xp.empty(wanted, send.dtype)
+    else:
+        recv = _array("recvbuf", recvbuf, xp)
+        if recv.size != wanted or recv.dtype != send.dtype:
+            raise ValueError(f"{which.name}: recvbuf holds {recv.size} {recv.dtype}; it must "
+                             f"hold {wanted} {send.dtype} ({n} per block on {p} ranks)")
+        if not writeable(recv):
+            raise ValueError("recvbuf is read-only")
+        if xp.may_share_memory(send, recv):
+            raise ValueError(f"{which.name} in place (recvbuf sharing sendbuf's memory) is not "
+                             "built yet: pass separate arrays")
+    if not isinstance(algorithm, str):
+        raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
+    chosen = registry.get("native" if algorithm == registry.AUTO else algorithm, which.name)
+    ctx = context.of(comm_)
+    kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name, "", which.name)
+    number, bits, checking = ctx.begin_checked(kind, blocks=chosen.blocks)
+    call = Call(ctx, flat(send), flat(recv), op_,
+                Options(_env.settings().segment_bytes, send.dtype.str), None, None, None,
+                transport.choose(send), ctx.next_tags(chosen.tags, bits), checking,
+                collective=which.name)
+    return chosen, call, recv, kind, number
