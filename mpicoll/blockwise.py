@@ -5,8 +5,9 @@ parameters), and ring allreduce is one followed by the other. They run through t
 machinery as allreduce: checked arguments, the collective numbered on its communicator, the
 fingerprint check (which names the collective, so ranks that call different collectives raise
 ``MismatchError``), requests the progress engine completes in any order alongside allreduce's.
-For now MPI's own (``native``) runs them, in every call form; mpicoll's own schedules, in-place
-calls, codecs and averages come next and are refused clearly until then.
+``ring`` runs them from its allreduce's two halves and ``native`` is MPI's own, in every call
+form; ``auto`` picks by a size rule (:data:`RING_FROM`) until the cost model covers them.
+In-place calls, codecs and averages come next and are refused clearly until then.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "iredu
 OpArg = Union[str, MPI.Op, ops.Op]
 
 
+RING_FROM = {"reduce_scatter": 16 << 20}
+"""``auto``'s rule for these collectives until the cost model covers them: ``ring`` from this
+many bytes of ``sendbuf`` on, else MPI's own (``benchmarks/collectives.py``: reduce_scatter of
+32 MiB through ring 0.70× MPICH's own on 2 ranks, 0.86× on 4, 0.13× Open MPI's on 2; allgather
+through ring never below 1.05× MPI's own)."""
+
+
 def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
               comm: MPI.Intracomm | None = None, codec: None = None) -> Array:
     """Every rank's ``sendbuf``, in rank order, in ``recvbuf`` on every rank (``MPI_Allgather``).
@@ -39,6 +47,7 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
         recvbuf: array of size·n elements of the same dtype, any shape (allocated flat when
             None); rank i's block is elements [i·n, (i+1)·n).
         algorithm: one of ``algorithms("allgather")``; "auto" runs MPI's own for now.
+        codec: not built yet for allgather (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
     return iallgather(sendbuf, recvbuf, algorithm=algorithm, comm=comm, codec=codec).wait()
@@ -71,7 +80,9 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
         recvbuf: array of n elements of the same dtype (allocated flat when None).
         op: "sum", "prod", "min", "max" or the matching ``mpi4py.MPI.Op`` (or a commutative
             user-defined one); "avg" is not built yet.
-        algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs MPI's own for now.
+        algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs ``ring`` from 16 MiB of
+            ``sendbuf`` on, MPI's own below (:data:`RING_FROM`).
+        codec: not built yet for reduce_scatter (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
     return ireduce_scatter(sendbuf, recvbuf, op=op, algorithm=algorithm, comm=comm,
@@ -159,12 +170,18 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
                              "built yet: pass separate arrays")
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
-    chosen = registry.get("native" if algorithm == registry.AUTO else algorithm, which.name)
+    if algorithm == registry.AUTO:
+        ring_from = RING_FROM.get(which.name)
+        algorithm = "ring" if ring_from is not None and send.nbytes >= ring_from else "native"
+    chosen = registry.get(algorithm, which.name)
+    if chosen.needs_commutative and not op_.commutative:
+        raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
     ctx = context.of(comm_)
     kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name, "", which.name)
     number, bits, checking = ctx.begin_checked(kind, blocks=chosen.blocks)
     call = Call(ctx, flat(send), flat(recv), op_,
-                Options(_env.settings().segment_bytes, send.dtype.str), None, None, None,
+                Options(_env.settings().segment_bytes, send.dtype.str, which.name), None,
+                None, None,
                 transport.choose(send), ctx.next_tags(chosen.tags, bits), checking,
                 collective=which.name)
     return chosen, call, recv, kind, number

@@ -42,19 +42,21 @@ def test_unknown_collective_says_which_exist():
 
 
 def test_the_registry_finds_algorithms_by_collective():
-    """Allreduce is the default collective; native runs allgather and reduce_scatter too, the
-    others allreduce only; asking a collective for an algorithm that does not run it says
+    """Allreduce is the default collective; ring and native run allgather and reduce_scatter
+    too, the others allreduce only; asking a collective for an algorithm that does not run it says
     which do."""
     assert names() == names(collective="allreduce") == tuple(a.name for a in registered())
     assert mpicoll.algorithms() == names() + ("auto",) == mpicoll.algorithms("allreduce")
-    assert {a.name for a in registered(None) if a.collectives != {"allreduce"}} == {"native"}
+    assert {a.name for a in registered(None) if a.collectives != {"allreduce"}} == \
+        {"ring", "native"}
     for blocks in ("allgather", "reduce_scatter"):
-        assert names(collective=blocks) == ("native",) == tuple(a.name for a in registered(blocks))
-        assert mpicoll.algorithms(blocks) == ("native", "auto")
+        assert names(collective=blocks) == ("ring", "native") == \
+            tuple(a.name for a in registered(blocks))
+        assert mpicoll.algorithms(blocks) == ("ring", "native", "auto")
         assert get("native", blocks) is get("native")
-        with pytest.raises(UnknownAlgorithmError, match=f"{blocks} has no algorithm 'ring'"
-                                                        ".*'native', 'auto'"):
-            get("ring", blocks)
+        with pytest.raises(UnknownAlgorithmError, match=f"{blocks} has no algorithm 'tree'"
+                                                        ".*'ring', 'native', 'auto'"):
+            get("tree", blocks)
     for rooted in ("bcast", "reduce"):
         assert names(collective=rooted) == () and mpicoll.algorithms(rooted) == ()
     assert isinstance(get("ring", "allreduce"), Algorithm)

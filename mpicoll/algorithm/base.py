@@ -36,10 +36,12 @@ class Layout:
 
 @dataclass(frozen=True)
 class Options:
-    """Tunables that change a plan (and so belong to its cache key)."""
+    """Tunables that change a plan (and so belong to its cache key), and the collective it
+    serves (:mod:`mpicoll.collective`: what ``send`` and ``recv`` hold)."""
 
     segment_bytes: int
     dtype: str
+    collective: str = collective.ALLREDUCE.name
 
     @property
     def segment(self) -> int:

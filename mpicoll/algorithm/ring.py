@@ -3,11 +3,15 @@
 Cost 2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ: bandwidth-optimal, no rank carries more than its share.
 Chunk ``i`` ends reduced on ring member ``i`` and travels from there, so every rank receives the
 same bits. Needs a commutative op: chunk ``i`` is reduced in ring order starting after ``i``.
+
+Its two halves are the collectives ``allgather`` and ``reduce_scatter`` on their own, from the
+same steps, with rank i's block as chunk i: each (p-1)α + (p-1)/p·Nβ for N elements in all.
 """
 
 from __future__ import annotations
 
-from ..schedule import Builder, BufferName, Local, Recv, Reduce, Region, Send, Transfer, split
+from ..schedule import Builder, BufferName, Copy, Local, Recv, Reduce, Region, Send, Transfer, \
+    split
 from . import compressed_ring
 from .base import Algorithm, Frames, Layout, Options
 
@@ -32,6 +36,30 @@ def reduce_scatter_steps(group: list[int], me: int, chunks: list[tuple[int, int]
         scratch = Region("tmp", step * stride, step * stride + into[1] - into[0])
         steps.append(([Recv(left, scratch), Send(right, Region(src if step == 0 else "recv", *out))],
                       [Reduce(Region("recv", *into), Region(src, *into), scratch)]))
+    return steps
+
+
+def reduce_scatter_block_steps(group: list[int], me: int, chunks: list[tuple[int, int]],
+                               src: BufferName) -> list[Step]:
+    """:func:`reduce_scatter_steps` for a ``recv`` that holds only member ``me``'s chunk (the
+    collective ``reduce_scatter``): a step's partial sums go to ``tmp`` (two slots after the
+    receive slot, one written while the other is sent), the last step's into ``recv``."""
+    p = len(group)
+    right, left = group[(me + 1) % p], group[(me - 1) % p]
+    n = max(hi - lo for lo, hi in chunks)
+
+    def partial(step: int, chunk: tuple[int, int]) -> Region:
+        slot = n * (1 + step % 2)
+        return Region("tmp", slot, slot + chunk[1] - chunk[0])
+
+    steps: list[Step] = []
+    for step in range(p - 1):
+        out, into = chunks[(me - step - 1) % p], chunks[(me - step - 2) % p]
+        scratch = Region("tmp", 0, into[1] - into[0])
+        sent = Region(src, *out) if step == 0 else partial(step - 1, out)
+        result = Region("recv", 0, into[1] - into[0]) if step == p - 2 else partial(step, into)
+        steps.append(([Recv(left, scratch), Send(right, sent)],
+                      [Reduce(result, Region(src, *into), scratch)]))
     return steps
 
 
@@ -78,8 +106,21 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
-    allreduce(b, list(range(layout.size)), layout.rank, 0, count, src, frames)
+    group, me = list(range(layout.size)), layout.rank
+    if options.collective == "allgather":  # count: this rank's block
+        blocks = [(i * count, (i + 1) * count) for i in group]
+        b.round(local=[Copy(Region("recv", *blocks[me]), Region(src, 0, count))])
+        allgather(b, group, me, blocks)
+    elif options.collective == "reduce_scatter":  # count: every block, this rank's the result
+        blocks = split(0, count, layout.size)
+        b.tmp(3 * (count // layout.size))
+        with b.phase("reduce-scatter"):
+            for transfers, local in reduce_scatter_block_steps(group, me, blocks, src):
+                b.round(transfers, local)
+    else:
+        allreduce(b, group, me, 0, count, src, frames)
 
 
 ALGORITHM = Algorithm("ring", "reduce-scatter + allgather around a ring: bandwidth-optimal",
-                      plan=plan, compresses=frozenset({"dense"}), needs_commutative=True)
+                      plan=plan, compresses=frozenset({"dense"}), needs_commutative=True,
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))

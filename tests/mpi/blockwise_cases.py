@@ -12,10 +12,12 @@ from helpers import MPI_OPS, WORLD, assert_agreed, data, digest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import blockwise
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
 OPS = ["sum", "prod", "min", "max"]
+ALGORITHMS = mpicoll.algorithms("allgather")  # (and reduce_scatter's: the same)
 
 
 def counts(p):
@@ -52,13 +54,14 @@ def comms():
     return [("world", WORLD, False), ("split", split, True)]
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_allgather_is_mpis(dtype):
+def test_allgather_is_mpis(dtype, algorithm):
     problems, results = [], []
     for name, comm, free in comms():
         for n in counts(comm.Get_size()):
             x = data(comm, n, dtype, "sum")
-            out = mpicoll.allgather(x, comm=comm)
+            out = mpicoll.allgather(x, comm=comm, algorithm=algorithm)
             compare(comm, problems, f"{name} n={n}", out, reference(comm, "allgather", x))
             if name == "world":
                 results.append(digest(out))
@@ -67,8 +70,9 @@ def test_allgather_is_mpis(dtype):
     assert_agreed(WORLD, problems, np.frombuffer("".join(results).encode(), np.uint8))
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_reduce_scatter_is_mpis(dtype):
+def test_reduce_scatter_is_mpis(dtype, algorithm):
     problems = []
     for name, comm, free in comms():
         p = comm.Get_size()
@@ -77,7 +81,7 @@ def test_reduce_scatter_is_mpis(dtype):
                 x = data(comm, n * p, dtype, op)
                 out = np.full(n, 7, dtype)
                 result = mpicoll.reduce_scatter(x, out, op=MPI_OPS[op] if n % 2 else op,
-                                                comm=comm)
+                                                comm=comm, algorithm=algorithm)
                 if result is not out:
                     problems.append("the result is not recvbuf")
                 compare(comm, problems, f"{name} {op} n={n}", out,
@@ -87,28 +91,30 @@ def test_reduce_scatter_is_mpis(dtype):
     assert_agreed(WORLD, problems, np.zeros(1))
 
 
-def test_about_a_mebibyte_and_any_shape():
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_about_a_mebibyte_and_any_shape(algorithm):
     """About 1 MiB per rank, in shapes other than flat (as MPI: the elements in memory order)."""
     p = WORLD.Get_size()
     x = data(WORLD, 1 << 18, "f4", "sum").reshape(512, -1)
     gathered = np.empty((p, 1 << 18), "f4")
-    mpicoll.allgather(x, gathered)
+    mpicoll.allgather(x, gathered, algorithm=algorithm)
     problems = []
     compare(WORLD, problems, "allgather 1 MiB", gathered, reference(WORLD, "allgather", x.ravel()))
     y = data(WORLD, p << 16, "f8", "sum").reshape(p, -1, order="F")
-    out = mpicoll.reduce_scatter(y)
+    out = mpicoll.reduce_scatter(y, algorithm=algorithm)
     compare(WORLD, problems, "reduce_scatter 512 KiB", out,
             reference(WORLD, "reduce_scatter", y.ravel(order="F"), "sum"))
     assert_agreed(WORLD, problems, gathered)
 
 
-def test_persistent_started_ten_times():
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_persistent_started_ten_times(algorithm):
     """allgather_init and reduce_scatter_init: each start reads sendbuf as it is then."""
     p, problems = WORLD.Get_size(), []
     x, y = np.zeros(5, "i8"), np.zeros(3 * p, "f8")
     gathered, scattered = np.empty(5 * p, "i8"), np.empty(3, "f8")
-    with mpicoll.allgather_init(x, gathered) as ag, \
-            mpicoll.reduce_scatter_init(y, scattered, op="max") as rs:
+    with mpicoll.allgather_init(x, gathered, algorithm=algorithm) as ag, \
+            mpicoll.reduce_scatter_init(y, scattered, op="max", algorithm=algorithm) as rs:
         for start in range(10):
             x[:] = data(WORLD, 5, "i8", "sum", seed=start)
             y[:] = data(WORLD, 3 * p, "f8", "max", seed=start)
@@ -123,15 +129,16 @@ def test_persistent_started_ten_times():
     assert_agreed(WORLD, problems, gathered)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("order", ["allreduce first", "theirs first"])
-def test_nonblocking_beside_an_allreduce_in_flight(order):
+def test_nonblocking_beside_an_allreduce_in_flight(order, algorithm):
     """iallgather and ireduce_scatter with an iallreduce in flight, completed in either order."""
     p, problems = WORLD.Get_size(), []
     x = data(WORLD, 1000, "f8", "sum")
     y = data(WORLD, 7 * p, "i4", "sum")
     reduced = mpicoll.iallreduce(x, algorithm="ring")
-    gathered = mpicoll.iallgather(x)
-    scattered = mpicoll.ireduce_scatter(y)
+    gathered = mpicoll.iallgather(x, algorithm=algorithm)
+    scattered = mpicoll.ireduce_scatter(y, algorithm=algorithm)
     requests = [reduced, gathered, scattered]
     for request in (requests if order == "allreduce first" else requests[::-1]):
         request.wait()
@@ -144,6 +151,7 @@ def test_nonblocking_beside_an_allreduce_in_flight(order):
     assert_agreed(WORLD, problems, gathered.wait())
 
 
+_NONCOMMUTATIVE = MPI.Op.Create(lambda a, b, t: None, commute=False)
 BAD = [
     ("allgather recvbuf size", lambda p: (mpicoll.allgather, np.ones(4), np.empty(4 * p + 1)),
      ValueError),
@@ -160,6 +168,8 @@ BAD = [
      ValueError),
     ("unknown algorithm", lambda p: (lambda s, r: mpicoll.allgather(s, r, algorithm="tree"),
                                      np.ones(4), None), ValueError),
+    ("non-commutative op on ring", lambda p: (lambda s, r: mpicoll.reduce_scatter(
+        s, r, op=_NONCOMMUTATIVE, algorithm="ring"), np.ones(p), None), ValueError),
     ("bool", lambda p: (mpicoll.allgather, np.ones(4, bool), None), TypeError),
     ("COMM_NULL", lambda p: (lambda s, r: mpicoll.allgather(s, r, comm=MPI.COMM_NULL),
                              np.ones(4), None), TypeError),
@@ -204,3 +214,17 @@ def test_ranks_that_disagree_raise_mismatch_everywhere():
     compare(comm, problems, "the call after", out, reference(comm, "allgather", x))
     comm.Free()
     assert_agreed(WORLD, problems, out)
+
+
+def test_auto_runs_ring_for_large_reduce_scatter():
+    """auto's size rule (blockwise.RING_FROM): ring from 16 MiB of sendbuf, MPI's own below and
+    for allgather; what ran is the request's algorithm."""
+    p = WORLD.Get_size()
+    big = data(WORLD, (blockwise.RING_FROM["reduce_scatter"] // 4 // p + 1) * p, "f4", "sum")
+    requests = [mpicoll.ireduce_scatter(big), mpicoll.ireduce_scatter(big[:p]),
+                mpicoll.iallgather(big[:1000])]
+    results = [request.wait() for request in requests]
+    ran = [request.algorithm for request in requests]
+    problems = [] if ran == ["ring", "native", "native"] else [f"auto ran {ran}"]
+    compare(WORLD, problems, "16 MiB", results[0], reference(WORLD, "reduce_scatter", big, "sum"))
+    assert_agreed(WORLD, problems, results[2])
