@@ -21,6 +21,7 @@ from . import _env, collective, context, execution, inflight, ops, transport
 from ._array import Array, array_module, flat, writeable
 from .api import _array, communicator
 from .algorithm import Options, registry
+from .algorithm.native import NativeExecution
 from .execution import Call
 from .persistent import PersistentRequest
 from .request import Request
@@ -126,8 +127,11 @@ def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: An
                                                 codec)
     if call.fingerprint is not None:
         call.fingerprint.finish()
-    return PersistentRequest(recv, chosen.name, "", call.path.name, kind, number, call.ctx,
-                             None, lambda: execution.start(chosen, call), call.tags)
+    ctx = call.ctx
+    bound = NativeExecution.persistent(call.send, call.recv, False, call.op, ctx.comm, ctx.spins,
+                                       which.name) if chosen.mpi else None  # (else: run anew)
+    return PersistentRequest(recv, chosen.name, "", call.path.name, kind, number, ctx, bound,
+                             lambda: execution.start(chosen, call), call.tags)
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,

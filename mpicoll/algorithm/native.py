@@ -96,13 +96,19 @@ class NativeExecution:
 
     @classmethod
     def persistent(cls, send: Any, recv: Any, in_place: bool, op: Op, comm: MPI.Intracomm,
-                   spins: range) -> NativeExecution:
-        """``MPI_Allreduce_init`` on the caller's buffers, not started: :meth:`restart` it."""
+                   spins: range, collective: str = "allreduce") -> NativeExecution:
+        """``MPI_Allreduce_init`` (``MPI_Allgather_init``, ``MPI_Reduce_scatter_block_init``)
+        on the caller's buffers, not started: :meth:`restart` it."""
         execution = cls(None, None, spins, comm)
         size = comm.Get_size()
-        execution._persistent = comm.Allreduce_init(send_argument(send, in_place, op), recv,
-                                                    op.mpi)
-        execution._divide = (send, recv, size) if op.average else None
+        if collective == "allgather":
+            execution._persistent = comm.Allgather_init(send, recv)
+        elif collective == "reduce_scatter":
+            execution._persistent = comm.Reduce_scatter_block_init(send, recv, op.mpi)
+        else:
+            execution._persistent = comm.Allreduce_init(send_argument(send, in_place, op), recv,
+                                                        op.mpi)
+            execution._divide = (send, recv, size) if op.average else None
         return execution
 
     def restart(self) -> NativeExecution:
@@ -129,7 +135,7 @@ class NativeExecution:
 
     def where(self) -> str:
         if self._request is not None:
-            return "in MPI_Allreduce_init's request" if self._persistent is not None \
+            return "in MPI's own persistent collective" if self._persistent is not None \
                 else "in MPI's own nonblocking collective"
         return "not started" if self._call is not None else "finished"
 

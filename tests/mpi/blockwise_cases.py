@@ -208,6 +208,13 @@ def test_ranks_that_disagree_raise_mismatch_everywhere():
     with pytest.raises(mpicoll.MismatchError) as error:
         mpicoll.allgather(np.ones(3 if last else 2), comm=comm)
     caught.append("count" in str(error.value))
+    for field, args in [("dtype", dict(sendbuf=np.ones(2 * p, "f4" if last else "f8"))),
+                        ("op", dict(sendbuf=np.ones(2 * p), op="max" if last else "sum")),
+                        ("algorithm", dict(sendbuf=np.ones(2 * p),
+                                           algorithm="ring" if last else "native"))]:
+        with pytest.raises(mpicoll.MismatchError) as error:
+            mpicoll.reduce_scatter(comm=comm, **args)
+        caught.append(f"  {field}:" in str(error.value))
     x = data(comm, 2, "f8", "sum")
     out = mpicoll.allgather(x, comm=comm)
     problems = [] if all(caught) else [f"the error names the field: {caught}"]
