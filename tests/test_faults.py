@@ -36,7 +36,9 @@ POINTS = [("blocking", "before"), ("nonblocking", "rounds")]
 FORMS = [("persistent", "ring", "rounds"), ("persistent", "shm", "rounds"),
          ("persistent", "native", "before"), ("comm", "tree", "before"),
          ("comm", "hybrid", "rounds"), ("buckets", "rd", "rounds"),
-         ("buckets", "ring+fp16", "before"), ("buckets", "shm", "rounds")]
+         ("buckets", "ring+fp16", "before"), ("buckets", "shm", "rounds"),
+         ("allgather", "ring", "before"), ("allgather", "native", "before"),
+         ("reduce_scatter", "ring", "before"), ("reduce_scatter", "native", "before")]
 
 _STAGE = re.compile(r"^stage (\d) of (\d) ranks, rank (\d) died: (\[.*\])$", re.M)
 
