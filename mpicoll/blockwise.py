@@ -17,7 +17,7 @@ from typing import Any, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import _env, collective, context, execution, inflight, ops, transport
+from . import _env, collective, context, execution, inflight, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
 from .api import _array, communicator
 from .algorithm import Options, registry
@@ -111,7 +111,8 @@ def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, al
     """Check, number and fingerprint-check the call everywhere, then start it."""
     chosen, call, recv, kind, number = _prepare(which, sendbuf, recvbuf, op, algorithm, comm,
                                                 codec)
-    request = Request(recv, chosen.name, "", call.path.name, None, kind, number, call.ctx)
+    request = Request(recv, chosen.name, "", call.path.name, call.record, kind, number,
+                      call.ctx)
     try:
         request.run(execution.start(chosen, call))
     finally:
@@ -183,9 +184,14 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     ctx = context.of(comm_)
     kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name, "", which.name)
     number, bits, checking = ctx.begin_checked(kind, blocks=chosen.blocks)
+    recorder = timing.active()
+    record = None if recorder is None else recorder.start(
+        rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
+        codec="", dtype=send.dtype.name, count=n, nbytes=which.nbytes(n, p, send.dtype.itemsize),
+        transport=transport.choose(send).name, collective=which.name)
     call = Call(ctx, flat(send), flat(recv), op_,
                 Options(_env.settings().segment_bytes, send.dtype.str, which.name), None,
-                None, None,
+                None, record,
                 transport.choose(send), ctx.next_tags(chosen.tags, bits), checking,
                 collective=which.name)
     return chosen, call, recv, kind, number

@@ -31,7 +31,7 @@ from .timing import Record
 
 __all__ = ["provenance", "write", "RECORD_DTYPE", "PHASE_DTYPE", "LAYOUT_VERSION"]
 
-LAYOUT_VERSION = 3  # 2: /bench gained the "error" column; 3: /records gained "transport"
+LAYOUT_VERSION = 4  # 2: /bench gained "error"; 3: /records gained "transport", 4: "collective"
 TUNING_PREFIXES = ("MPICOLL_", "MPIR_CVAR_", "MPICH_", "HYDRA_", "OMPI_MCA_", "PRTE_MCA_",
                    "FI_", "UCX_", "I_MPI_", "CUDA_VISIBLE_DEVICES")
 
@@ -39,6 +39,7 @@ RECORD_DTYPE = np.dtype([
     ("run", "i4"), ("rank", "i4"), ("seq", "i8"), ("t0", "f8"), ("t1", "f8"), ("seconds", "f8"),
     ("op", "S8"), ("algorithm", "S16"), ("codec", "S32"), ("dtype", "S16"), ("count", "i8"),
     ("nbytes", "i8"), ("ranks", "i4"), ("nodes", "i4"), ("transport", "S16"),
+    ("collective", "S16"),
 ])
 PHASE_DTYPE = np.dtype([("run", "i4"), ("rank", "i4"), ("seq", "i8"), ("phase", "S48"),
                         ("seconds", "f8")])
@@ -128,7 +129,7 @@ def _record_rows(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
     phases = []
     for i, r in enumerate(records):
         recs[i] = (0, r.rank, r.seq, r.t0, r.t1, r.seconds, r.op, r.algorithm, r.codec, r.dtype,
-                   r.count, r.nbytes, r.ranks, r.nodes, r.transport)
+                   r.count, r.nbytes, r.ranks, r.nodes, r.transport, r.collective)
         phases += [(0, r.rank, r.seq, name, secs) for name, secs in r.phases.items()]
     return recs, np.array(phases, PHASE_DTYPE)
 

@@ -40,6 +40,7 @@ class Record:
     count: int
     nbytes: int
     transport: str = "host"  # host, cuda-aware or staged: how device buffers reached MPI
+    collective: str = "allreduce"  # (mpicoll.collective's names); count is then a block's
     t0: float = 0.0
     t1: float = float("nan")  # nan until the collective completes
     phases: dict[str, float] = field(default_factory=dict)

@@ -22,7 +22,7 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
     assert "# mpicoll bench: 3 ranks" in out and "#wrong" in out
     mpirun(2, "-m", "mpicoll", "bench", *SMALL, "-a", "tree", "--output", str(path))
     with h5py.File(path) as f:
-        assert f.attrs["mpicoll_layout_version"] == 3
+        assert f.attrs["mpicoll_layout_version"] == 4
         assert sorted(f["runs"]) == ["1", "2"]
         first = dict(f["runs/1"].attrs)
         assert first["jobsize"] == 3 and first["mpi_library"] == LIBRARY
@@ -40,6 +40,7 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
     # one recorded call per (size, algorithm) per rank, with phases
     assert len(records[records["run"] == 1]) == 3 * len(run1)
     assert set(records["transport"]) == {b"host"}  # NumPy arrays: MPI takes them as they are
+    assert set(records["collective"]) == {b"allreduce"}
     assert set(phases[phases["run"] == 1]["phase"]) >= {b"reduce-scatter", b"allgather", b"reduce", b"bcast"}
 
 

@@ -109,8 +109,10 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
     group, me = list(range(layout.size)), layout.rank
     if options.collective == "allgather":  # count: this rank's block
         blocks = [(i * count, (i + 1) * count) for i in group]
-        b.round(local=[Copy(Region("recv", *blocks[me]), Region(src, 0, count))])
-        allgather(b, group, me, blocks)
+        with b.phase("allgather"):
+            b.round(local=[Copy(Region("recv", *blocks[me]), Region(src, 0, count))])
+            for transfers, local in allgather_steps(group, me, blocks):
+                b.round(transfers, local)
     elif options.collective == "reduce_scatter":  # count: every block, this rank's the result
         blocks = split(0, count, layout.size)
         b.tmp(3 * (count // layout.size))

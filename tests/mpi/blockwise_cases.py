@@ -235,3 +235,18 @@ def test_auto_runs_ring_for_large_reduce_scatter():
     problems = [] if ran == ["ring", "native", "native"] else [f"auto ran {ran}"]
     compare(WORLD, problems, "16 MiB", results[0], reference(WORLD, "reduce_scatter", big, "sum"))
     assert_agreed(WORLD, problems, results[2])
+
+
+def test_timing_records_name_the_collective():
+    """A timing record per call, naming the collective; count is a block, nbytes nccl-tests'
+    size (the larger buffer)."""
+    from mpicoll import timing
+    p = WORLD.Get_size()
+    with timing.recording() as recorder:
+        mpicoll.allgather(np.ones(100, "f8"), algorithm="ring")
+        mpicoll.reduce_scatter(np.ones(50 * p, "f4"), algorithm="native")
+    seen = [(r.collective, r.algorithm, r.count, r.nbytes, r.seconds > 0)
+            for r in recorder.records]
+    expected = [("allgather", "ring", 100, 800 * p, True),
+                ("reduce_scatter", "native", 50, 200 * p, True)]
+    assert_agreed(WORLD, [] if seen == expected else [f"records {seen}"], np.zeros(1))
