@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-import numpy as np
 from mpi4py import MPI
 
 from . import _env, collective, context, execution, inflight, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
 from .api import _array, communicator
 from .algorithm import Options, registry
+from .algorithm import native
 from .algorithm.native import NativeExecution
 from .execution import Call
 from .persistent import PersistentRequest
@@ -34,7 +34,9 @@ OpArg = Union[str, MPI.Op, ops.Op]
 
 RING_FROM = {"reduce_scatter": 16 << 20}
 """``auto``'s rule for these collectives until the cost model covers them: ``ring`` from this
-many bytes of ``sendbuf`` on, else MPI's own (``benchmarks/collectives.py``: reduce_scatter of
+many bytes of ``sendbuf`` on (and wherever MPI's own cannot run the call as mpicoll does:
+device buffers staged through the host, Open MPI's saturating 8- and 16-bit integer sums),
+else MPI's own (``benchmarks/collectives.py``: reduce_scatter of
 32 MiB through ring 0.70× MPICH's own on 2 ranks, 0.86× on 4, 0.13× Open MPI's on 2; allgather
 through ring never below 1.05× MPI's own)."""
 
@@ -44,7 +46,9 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
     """Every rank's ``sendbuf``, in rank order, in ``recvbuf`` on every rank (``MPI_Allgather``).
 
     Args:
-        sendbuf: contiguous NumPy array of n elements, any shape (its elements in memory order).
+        sendbuf: contiguous NumPy or CuPy array of n elements, any shape (its elements in
+            memory order); CuPy arrays reach MPI as for ``allreduce`` (``ring``; ``native``
+            only with a CUDA-aware MPI).
         recvbuf: array of size·n elements of the same dtype, any shape (allocated flat when
             None); rank i's block is elements [i·n, (i+1)·n).
         algorithm: one of ``algorithms("allgather")``; "auto" runs MPI's own for now.
@@ -76,8 +80,8 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
     (``MPI_Reduce_scatter_block``).
 
     Args:
-        sendbuf: contiguous NumPy array of size·n elements (a multiple of the communicator's
-            size), any shape; block i is elements [i·n, (i+1)·n).
+        sendbuf: contiguous NumPy or CuPy array of size·n elements (a multiple of the
+            communicator's size), any shape; block i is elements [i·n, (i+1)·n).
         recvbuf: array of n elements of the same dtype (allocated flat when None).
         op: "sum", "prod", "min", "max" or the matching ``mpi4py.MPI.Op`` (or a commutative
             user-defined one); "avg" is not built yet.
@@ -142,8 +146,6 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     if codec is not None:
         raise ValueError(f"codecs on {which.name} are not built yet: codec must be None")
     xp = array_module(sendbuf)
-    if xp is not np:
-        raise TypeError(f"{which.name} takes NumPy arrays for now, not {type(sendbuf).__name__}")
     send = _array("sendbuf", sendbuf, xp)
     if send.dtype.kind not in "iufc" or send.dtype.fields is not None:
         raise TypeError(f"{which.name} of dtype {send.dtype}: only integer, floating and "
@@ -175,10 +177,16 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
                              "built yet: pass separate arrays")
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
-    if algorithm == registry.AUTO:
-        ring_from = RING_FROM.get(which.name)
-        algorithm = "ring" if ring_from is not None and send.nbytes >= ring_from else "native"
+    path = transport.choose(send)
+    if algorithm == registry.AUTO:  # (MPI's own cannot take device memory staged for it, nor
+        ring_from = RING_FROM.get(which.name)  # sum small integers as NumPy under Open MPI)
+        mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
+        large = ring_from is not None and send.nbytes >= ring_from
+        algorithm = "ring" if op_.commutative and (large or not mpi_can) else "native"
     chosen = registry.get(algorithm, which.name)
+    if chosen.mpi and path.name == "staged":
+        raise ValueError(f"{chosen.name} needs host arrays or a CUDA-aware MPI: this MPI cannot "
+                         "take device memory (use ring, which stages through the host)")
     if chosen.needs_commutative and not op_.commutative:
         raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
     ctx = context.of(comm_)
@@ -188,10 +196,10 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
         codec="", dtype=send.dtype.name, count=n, nbytes=which.nbytes(n, p, send.dtype.itemsize),
-        transport=transport.choose(send).name, collective=which.name)
+        transport=path.name, collective=which.name)
     call = Call(ctx, flat(send), flat(recv), op_,
                 Options(_env.settings().segment_bytes, send.dtype.str, which.name), None,
                 None, record,
-                transport.choose(send), ctx.next_tags(chosen.tags, bits), checking,
+                path, ctx.next_tags(chosen.tags, bits), checking,
                 collective=which.name)
     return chosen, call, recv, kind, number

@@ -176,14 +176,19 @@ class Staged(Transport):
         fits = [b for b in self.free if b.size >= nbytes]
         if fits:
             best = min(fits, key=len)
-            self.free.remove(best)
+            self._drop(best)
             return best
         return self.device.pinned(1 << max(nbytes - 1, 0).bit_length())
 
     def give_back(self, buf: np.ndarray) -> None:
         self.free.append(buf)
         if len(self.free) > KEEP_PINNED:
-            self.free.remove(min(self.free, key=len))
+            self._drop(min(self.free, key=len))
+
+    def _drop(self, buf: np.ndarray) -> None:
+        """Take ``buf`` off the free list, by identity (``list.remove`` compares arrays with
+        ``==``, element by element: ambiguous once two are free)."""
+        self.free = [b for b in self.free if b is not buf]
 
 
 class _StagedBinding:

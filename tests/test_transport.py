@@ -233,3 +233,15 @@ def test_gpu_case_file_runs_on_its_numpy_backend(run_cases):
     """The GPU differential cases run here with NumPy only (CuPy cases skip), so the file the GPU
     check runs cannot rot unnoticed."""
     run_cases(GPU_CASES, 2)
+
+
+def test_staged_pinned_buffers_are_taken_by_identity():
+    """Several free pinned buffers (requests in flight together): taking the best fit that is
+    not the first free one never compares arrays element by element (list.remove did: a
+    ValueError)."""
+    staged = transport.Staged(StandIn())
+    big, small, other = staged.take(200), staged.take(64), staged.take(64)
+    for buf in (big, small, other):
+        staged.give_back(buf)
+    assert staged.take(64) is small and staged.take(64) is other and staged.take(64) is big
+    assert staged.free == []

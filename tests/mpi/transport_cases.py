@@ -111,3 +111,24 @@ def test_request_and_record_name_the_transport(path):
         request.wait()
     ok = request.transport == path.name == rec.records[-1].transport
     assert_everywhere(WORLD, ok, f"{request.transport!r}, {rec.records[-1].transport!r}")
+
+
+@pytest.mark.parametrize("which", ["allgather", "reduce_scatter"])
+def test_allgather_and_reduce_scatter_same_bits_as_host(path, which):
+    """ring through the transport, as a CuPy array's call: the host path's bits; auto runs
+    ring where the buffers are staged (MPI's own cannot take them), native refuses them."""
+    p, ok = WORLD.Get_size(), True
+    call = getattr(mpicoll, which)
+    for n in (0, 1, p + 1, 1000):
+        x = data(WORLD, n * (p if which == "reduce_scatter" else 1), "f8", "sum")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(transport, "choose", lambda array: transport.HOST)
+            ref = call(x, algorithm="ring")
+        request = getattr(mpicoll, "i" + which)(x)
+        ok &= np.array_equal(call(x, algorithm="ring"), ref) and \
+            np.array_equal(request.wait(), ref) and \
+            request.algorithm == ("ring" if path.name == "staged" else "native")
+    if path.name == "staged":
+        with pytest.raises(ValueError, match="needs host arrays or a CUDA-aware MPI"):
+            call(data(WORLD, p, "f8", "sum"), algorithm="native")
+    assert_everywhere(WORLD, ok, f"{which} through the {path.name} transport")
