@@ -12,15 +12,14 @@ In-place calls, codecs and averages come next and are refused clearly until then
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from mpi4py import MPI
 
 from . import _env, collective, context, execution, inflight, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
 from .api import _array, communicator
-from .algorithm import Options, registry
-from .algorithm import native
+from .algorithm import Options, native, registry
 from .algorithm.native import NativeExecution
 from .execution import Call
 from .persistent import PersistentRequest
@@ -51,7 +50,8 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
             only with a CUDA-aware MPI).
         recvbuf: array of size·n elements of the same dtype, any shape (allocated flat when
             None); rank i's block is elements [i·n, (i+1)·n).
-        algorithm: one of ``algorithms("allgather")``; "auto" runs MPI's own for now.
+        algorithm: one of ``algorithms("allgather")``; "auto" runs MPI's own (``ring`` where
+            the buffers are staged through the host: :data:`RING_FROM`).
         codec: not built yet for allgather (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
@@ -117,6 +117,7 @@ def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, al
                                                 codec)
     request = Request(recv, chosen.name, "", call.path.name, call.record, kind, number,
                       call.ctx)
+    cast(context.Context, call.ctx).hold(call.tags, request)  # (earlier users of its tags: done)
     try:
         request.run(execution.start(chosen, call))
     finally:
@@ -197,9 +198,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
         codec="", dtype=send.dtype.name, count=n, nbytes=which.nbytes(n, p, send.dtype.itemsize),
         transport=path.name, collective=which.name)
-    call = Call(ctx, flat(send), flat(recv), op_,
-                Options(_env.settings().segment_bytes, send.dtype.str, which.name), None,
-                None, record,
-                path, ctx.next_tags(chosen.tags, bits), checking,
-                collective=which.name)
+    options = Options(_env.settings().segment_bytes, send.dtype.str, which.name)
+    call = Call(ctx, flat(send), flat(recv), op_, options, None, None, record, path,
+                ctx.next_tags(chosen.tags, bits), checking, collective=which.name)
     return chosen, call, recv, kind, number
