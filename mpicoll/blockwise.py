@@ -6,13 +6,15 @@ machinery as allreduce: checked arguments, the collective numbered on its commun
 fingerprint check (which names the collective, so ranks that call different collectives raise
 ``MismatchError``), requests the progress engine completes in any order alongside allreduce's.
 ``ring`` runs them from its allreduce's two halves and ``native`` is MPI's own, in every call
-form; ``auto`` picks by a size rule (:data:`RING_FROM`) until the cost model covers them.
-In-place calls, codecs and averages come next and are refused clearly until then.
+form, with equal blocks or uneven ``counts`` (``MPI_Allgatherv``, ``MPI_Reduce_scatter``) and
+in place as MPI does it; ``auto`` picks by a size rule (:data:`RING_FROM`) until the cost
+model covers them. Codecs and averages come next and are refused clearly until then.
 """
 
 from __future__ import annotations
 
-from typing import Any, Union, cast
+import operator
+from typing import Any, Sequence, Union, cast
 
 from mpi4py import MPI
 
@@ -41,48 +43,61 @@ through ring never below 1.05× MPI's own)."""
 
 
 def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
-              comm: MPI.Intracomm | None = None, codec: None = None) -> Array:
-    """Every rank's ``sendbuf``, in rank order, in ``recvbuf`` on every rank (``MPI_Allgather``).
+              comm: MPI.Intracomm | None = None, codec: None = None,
+              counts: Sequence[int] | None = None) -> Array:
+    """Every rank's ``sendbuf``, in rank order, in ``recvbuf`` on every rank (``MPI_Allgather``;
+    with ``counts``, ``MPI_Allgatherv``).
 
     Args:
         sendbuf: contiguous NumPy or CuPy array of n elements, any shape (its elements in
             memory order); CuPy arrays reach MPI as for ``allreduce`` (``ring``; ``native``
-            only with a CUDA-aware MPI).
+            only with a CUDA-aware MPI). ``MPI.IN_PLACE`` (or ``recvbuf`` itself): this rank's
+            block is in ``recvbuf`` already.
         recvbuf: array of size·n elements of the same dtype, any shape (allocated flat when
             None); rank i's block is elements [i·n, (i+1)·n).
+        counts: every rank's block, in rank order (the same on every rank; zeros allowed):
+            rank i sends ``counts[i]`` elements, its block in ``recvbuf`` starts after the
+            blocks of ranks below it.
         algorithm: one of ``algorithms("allgather")``; "auto" runs MPI's own (``ring`` where
             the buffers are staged through the host: :data:`RING_FROM`).
         codec: not built yet for allgather (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
-    return iallgather(sendbuf, recvbuf, algorithm=algorithm, comm=comm, codec=codec).wait()
+    return iallgather(sendbuf, recvbuf, algorithm=algorithm, comm=comm, codec=codec,
+                      counts=counts).wait()
 
 
 def iallgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
-               comm: MPI.Intracomm | None = None, codec: None = None) -> Request:
+               comm: MPI.Intracomm | None = None, codec: None = None,
+               counts: Sequence[int] | None = None) -> Request:
     """Start the allgather ``allgather`` describes; its :class:`Request` completes in any order
     with other requests."""
-    return _start(collective.ALLGATHER, sendbuf, recvbuf, None, algorithm, comm, codec)
+    return _start(collective.ALLGATHER, sendbuf, recvbuf, None, algorithm, comm, codec, counts)
 
 
 def allgather_init(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
-                   comm: MPI.Intracomm | None = None, codec: None = None
-                   ) -> PersistentRequest:
+                   comm: MPI.Intracomm | None = None, codec: None = None,
+                   counts: Sequence[int] | None = None) -> PersistentRequest:
     """A persistent allgather of these buffers: ``start()``, then ``wait()``, as often as wanted
     (collective: every rank makes it, and later starts it, in the same order)."""
-    return _persistent(collective.ALLGATHER, sendbuf, recvbuf, None, algorithm, comm, codec)
+    return _persistent(collective.ALLGATHER, sendbuf, recvbuf, None, algorithm, comm, codec,
+                       counts)
 
 
 def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                    algorithm: str = "auto", comm: MPI.Intracomm | None = None,
-                   codec: None = None) -> Array:
+                   codec: None = None, counts: Sequence[int] | None = None) -> Array:
     """Rank i gets the reduction over all ranks of block i of their ``sendbuf``
-    (``MPI_Reduce_scatter_block``).
+    (``MPI_Reduce_scatter_block``; with ``counts``, ``MPI_Reduce_scatter``).
 
     Args:
         sendbuf: contiguous NumPy or CuPy array of size·n elements (a multiple of the
             communicator's size), any shape; block i is elements [i·n, (i+1)·n).
+            ``MPI.IN_PLACE`` (or ``recvbuf`` itself): the input is ``recvbuf``, and the result
+            goes to its first n elements (the rest is left as it is).
         recvbuf: array of n elements of the same dtype (allocated flat when None).
+        counts: every rank's block, in rank order (the same on every rank; zeros allowed):
+            ``sendbuf`` holds ``sum(counts)`` elements, rank i gets ``counts[i]``.
         op: "sum", "prod", "min", "max" or the matching ``mpi4py.MPI.Op`` (or a commutative
             user-defined one); "avg" is not built yet.
         algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs ``ring`` from 16 MiB of
@@ -91,30 +106,33 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
     return ireduce_scatter(sendbuf, recvbuf, op=op, algorithm=algorithm, comm=comm,
-                           codec=codec).wait()
+                           codec=codec, counts=counts).wait()
 
 
 def ireduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                     algorithm: str = "auto", comm: MPI.Intracomm | None = None,
-                    codec: None = None) -> Request:
+                    codec: None = None, counts: Sequence[int] | None = None) -> Request:
     """Start the reduce_scatter ``reduce_scatter`` describes; its :class:`Request` completes in
     any order with other requests."""
-    return _start(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec)
+    return _start(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec,
+                  counts)
 
 
 def reduce_scatter_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                         algorithm: str = "auto", comm: MPI.Intracomm | None = None,
-                        codec: None = None) -> PersistentRequest:
+                        codec: None = None, counts: Sequence[int] | None = None
+                        ) -> PersistentRequest:
     """A persistent reduce_scatter of these buffers: ``start()``, then ``wait()``, as often as
     wanted (collective: every rank makes it, and later starts it, in the same order)."""
-    return _persistent(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec)
+    return _persistent(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec,
+                       counts)
 
 
 def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-           comm: Any, codec: Any) -> Request:
+           comm: Any, codec: Any, counts: Any) -> Request:
     """Check, number and fingerprint-check the call everywhere, then start it."""
     chosen, call, recv, kind, number = _prepare(which, sendbuf, recvbuf, op, algorithm, comm,
-                                                codec)
+                                                codec, counts)
     request = Request(recv, chosen.name, "", call.path.name, call.record, kind, number,
                       call.ctx)
     cast(context.Context, call.ctx).hold(call.tags, request)  # (earlier users of its tags: done)
@@ -128,54 +146,68 @@ def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, al
 
 
 def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
-                algorithm: Any, comm: Any, codec: Any) -> PersistentRequest:
+                algorithm: Any, comm: Any, codec: Any, counts: Any) -> PersistentRequest:
     chosen, call, recv, kind, number = _prepare(which, sendbuf, recvbuf, op, algorithm, comm,
-                                                codec)
+                                                codec, counts)
     if call.fingerprint is not None:
         call.fingerprint.finish()
     ctx = call.ctx
     bound = NativeExecution.persistent(call.send, call.recv, False, call.op, ctx.comm, ctx.spins,
-                                       which.name) if chosen.mpi else None  # (else: run anew)
+                                       which.name, call.options.counts) \
+        if chosen.mpi else None  # (else: run anew)
     return PersistentRequest(recv, chosen.name, "", call.path.name, kind, number, ctx, bound,
                              lambda: execution.start(chosen, call), call.tags)
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-             comm: Any, codec: Any) -> tuple[Any, Call, Array, tuple, int]:
+             comm: Any, codec: Any, counts: Any) -> tuple[Any, Call, Array, tuple, int]:
     """Validate every argument locally (before anything is sent: every rank raises alike),
     then number the call and start its fingerprint check."""
     if codec is not None:
         raise ValueError(f"codecs on {which.name} are not built yet: codec must be None")
-    xp = array_module(sendbuf)
-    send = _array("sendbuf", sendbuf, xp)
-    if send.dtype.kind not in "iufc" or send.dtype.fields is not None:
-        raise TypeError(f"{which.name} of dtype {send.dtype}: only integer, floating and "
+    in_place = sendbuf is MPI.IN_PLACE or (sendbuf is recvbuf and sendbuf is not None)
+    if in_place and recvbuf is None:
+        raise ValueError(f"{which.name} in place: recvbuf holds the data, it cannot be None")
+    given = recvbuf if in_place else sendbuf
+    xp = array_module(given)
+    data = _array("recvbuf" if in_place else "sendbuf", given, xp)
+    if data.dtype.kind not in "iufc" or data.dtype.fields is not None:
+        raise TypeError(f"{which.name} of dtype {data.dtype}: only integer, floating and "
                         "complex dtypes")
     op_ = ops.resolve("sum" if op is None else op)  # (allgather reduces nothing: unused)
     if which.reduces:
-        ops.check_dtype(send.dtype, op_)
+        ops.check_dtype(data.dtype, op_)
         if op_.average:
             raise ValueError(f"op 'avg' on {which.name} is not built yet: reduce with 'sum' "
                              "and divide by the communicator's size")
     comm_ = communicator(comm)
-    p = comm_.Get_size()
-    if which.sends_all and send.size % p:
-        raise ValueError(f"{which.name}: sendbuf holds {send.size} elements, not a multiple of "
-                         f"the communicator's {p} ranks (a block per rank)")
-    n = send.size // p if which.sends_all else send.size
-    wanted = which.counts(n, p)[1]
+    p, me = comm_.Get_size(), comm_.Get_rank()
+    sizes = _blocks(which, counts, p, data.size, in_place)
+    wanted_send, wanted_recv = (sizes[me], sum(sizes)) if which.receives_all \
+        else (sum(sizes), sizes[me])
+    what = f"{sizes[0]} per block on {p} ranks" if counts is None else f"counts {list(sizes)}"
+    if not in_place and data.size != wanted_send:
+        raise ValueError(f"{which.name}: sendbuf holds {data.size} elements; with {what} it "
+                         f"must hold {wanted_send}")
     if recvbuf is None:
-        recv = xp.empty(wanted, send.dtype)
+        recv = xp.empty(wanted_recv, data.dtype)
     else:
-        recv = _array("recvbuf", recvbuf, xp)
-        if recv.size != wanted or recv.dtype != send.dtype:
+        recv = data if in_place else _array("recvbuf", recvbuf, xp)
+        if in_place:  # recvbuf holds the whole (allgather: result; reduce_scatter: input)
+            wanted_recv = sum(sizes)
+        if recv.size != wanted_recv or recv.dtype != data.dtype:
             raise ValueError(f"{which.name}: recvbuf holds {recv.size} {recv.dtype}; it must "
-                             f"hold {wanted} {send.dtype} ({n} per block on {p} ranks)")
+                             f"hold {wanted_recv} {data.dtype} ({what}"
+                             + (", in place" if in_place else "") + ")")
         if not writeable(recv):
             raise ValueError("recvbuf is read-only")
-        if xp.may_share_memory(send, recv):
-            raise ValueError(f"{which.name} in place (recvbuf sharing sendbuf's memory) is not "
-                             "built yet: pass separate arrays")
+        if not in_place and xp.may_share_memory(data, recv):
+            raise ValueError(f"{which.name}: recvbuf overlaps sendbuf; for in place pass "
+                             "MPI.IN_PLACE (or recvbuf itself) as sendbuf")
+    send = flat(recv) if in_place else flat(data)
+    if in_place and which.receives_all:  # this rank's block, already in place
+        first = sum(sizes[:me])
+        send = send[first:first + sizes[me]]
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
     path = transport.choose(send)
@@ -191,14 +223,41 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     if chosen.needs_commutative and not op_.commutative:
         raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
     ctx = context.of(comm_)
+    n = sizes[me] if counts is None else sizes  # the fingerprint's count: every rank's if uneven
     kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name, "", which.name)
     number, bits, checking = ctx.begin_checked(kind, blocks=chosen.blocks)
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
-        codec="", dtype=send.dtype.name, count=n, nbytes=which.nbytes(n, p, send.dtype.itemsize),
-        transport=path.name, collective=which.name)
-    options = Options(_env.settings().segment_bytes, send.dtype.str, which.name)
-    call = Call(ctx, flat(send), flat(recv), op_, options, None, None, record, path,
+        codec="", dtype=send.dtype.name, count=sizes[me],
+        nbytes=max(send.size, recv.size) * send.dtype.itemsize, transport=path.name,
+        collective=which.name)
+    options = Options(_env.settings().segment_bytes, send.dtype.str, which.name,
+                      None if counts is None else sizes)
+    call = Call(ctx, send, flat(recv), op_, options, None, None, record, path,
                 ctx.next_tags(chosen.tags, bits), checking, collective=which.name)
     return chosen, call, recv, kind, number
+
+
+def _blocks(which: collective.Collective, counts: Any, p: int, size: int, in_place: bool
+            ) -> tuple[int, ...]:
+    """Every rank's block, in elements: ``counts`` checked, or equal blocks of the buffer that
+    holds one per rank (sendbuf of a reduce_scatter, recvbuf in place) or of one (sendbuf of an
+    allgather)."""
+    if counts is None:
+        if which.receives_all and not in_place:
+            return (size,) * p
+        if size % p:
+            where = "recvbuf (in place)" if in_place else "sendbuf"
+            raise ValueError(f"{which.name}: {where} holds {size} elements, not a multiple of "
+                             f"the communicator's {p} ranks (a block per rank)")
+        return (size // p,) * p
+    try:
+        sizes = tuple(operator.index(c) for c in counts)
+    except TypeError:
+        raise TypeError(f"{which.name}: counts must be integers, one per rank, not "
+                        f"{counts!r}") from None
+    if len(sizes) != p or min(sizes, default=0) < 0:
+        raise ValueError(f"{which.name}: counts {list(sizes)} must give {p} counts (one per "
+                         "rank), none negative")
+    return sizes

@@ -66,8 +66,9 @@ def refresh() -> None:
     _env.changed()  # which calls are checked changed: no call may skip that
 
 
-def tag_bits(count: int, rest: tuple) -> int:
-    """A stable 32-bit hash of a fingerprint ``(count, *rest)``, ``rest`` being ``(dtype, op,
+def tag_bits(count: int | tuple[int, ...], rest: tuple) -> int:
+    """A stable 32-bit hash of a fingerprint ``(count, *rest)`` (``count``: a tuple of every
+    rank's where blocks are uneven), ``rest`` being ``(dtype, op,
     algorithm, codec, collective)``, for message tags and the check (the same on every rank and run). On a
     first call's path, which it lengthens on every rank, with cold caches: the rest, the same
     for many counts, is hashed once per kind of call (CRC-32 of its text); the count, the field
@@ -81,6 +82,8 @@ def tag_bits(count: int, rest: tuple) -> int:
         dtype, op, algorithm, codec, collective = rest
         rest_bits = _REST_BITS[rest] = zlib.crc32(
             f"{dtype.str}|{op}|{algorithm}|{codec}|{collective}".encode())
+    if type(count) is tuple:  # uneven blocks (mpicoll.blockwise): every rank's count
+        count = zlib.crc32(repr(count).encode())
     return (count * _GOLDEN >> 32 & 0xFFFFFFFF) ^ rest_bits
 
 

@@ -37,11 +37,13 @@ class Layout:
 @dataclass(frozen=True)
 class Options:
     """Tunables that change a plan (and so belong to its cache key), and the collective it
-    serves (:mod:`mpicoll.collective`: what ``send`` and ``recv`` hold)."""
+    serves (:mod:`mpicoll.collective`: what ``send`` and ``recv`` hold), with its blocks where
+    they are uneven (``counts``: each rank's, in rank order; None: equal)."""
 
     segment_bytes: int
     dtype: str
     collective: str = collective.ALLREDUCE.name
+    counts: tuple[int, ...] | None = None
 
     @property
     def segment(self) -> int:

@@ -14,6 +14,7 @@ An average divides by p before the sum, as every mpicoll algorithm does.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ..ops import Op
 
 __all__ = ["ALGORITHM", "NativeExecution", "exact", "first_buffer", "send_argument", "divide_into",
-           "in_place"]
+           "in_place", "blockwise"]
 
 _OPEN_MPI = MPI.Get_library_version().startswith("Open MPI")
 
@@ -58,6 +59,27 @@ def in_place(send: Any, recv: Any) -> bool:
     memory means in place (and costs a fifth of comparing addresses, which NumPy builds a dict
     for)."""
     return bool(array_module(send).may_share_memory(send, recv))
+
+
+def blockwise(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,
+              counts: tuple[int, ...] | None, persistent: bool = False) -> MPI.Request:
+    """MPI's own ``allgather`` or ``reduce_scatter``, posted (or, ``persistent``, made not
+    started): the ``v`` form where ``counts`` gives uneven blocks, ``MPI_IN_PLACE`` where the
+    arrays are one (allgather: ``send`` is this rank's block of ``recv``; reduce_scatter: the
+    input is ``recv``, the result its first block)."""
+    first = MPI.IN_PLACE if in_place(send, recv) else send
+    if collective == "allgather":
+        post = comm.Allgather_init if persistent else comm.Iallgather
+        if counts is not None:
+            starts = list(itertools.accumulate(counts, initial=0))[:-1]
+            post = comm.Allgatherv_init if persistent else comm.Iallgatherv
+            recv = [recv, (list(counts), starts)]
+        return post(first, recv)
+    if counts is None:
+        post = comm.Reduce_scatter_block_init if persistent else comm.Ireduce_scatter_block
+        return post(first, recv, op.mpi)
+    post = comm.Reduce_scatter_init if persistent else comm.Ireduce_scatter
+    return post(first, recv, counts, op.mpi)
 
 
 def first_buffer(send: Any, recv: Any, op: Op, size: int) -> Any:
@@ -96,15 +118,14 @@ class NativeExecution:
 
     @classmethod
     def persistent(cls, send: Any, recv: Any, in_place: bool, op: Op, comm: MPI.Intracomm,
-                   spins: range, collective: str = "allreduce") -> NativeExecution:
-        """``MPI_Allreduce_init`` (``MPI_Allgather_init``, ``MPI_Reduce_scatter_block_init``)
-        on the caller's buffers, not started: :meth:`restart` it."""
+                   spins: range, collective: str = "allreduce",
+                   counts: tuple[int, ...] | None = None) -> NativeExecution:
+        """``MPI_Allreduce_init`` (or a :func:`blockwise` collective's ``_init``) on the
+        caller's buffers, not started: :meth:`restart` it."""
         execution = cls(None, None, spins, comm)
         size = comm.Get_size()
-        if collective == "allgather":
-            execution._persistent = comm.Allgather_init(send, recv)
-        elif collective == "reduce_scatter":
-            execution._persistent = comm.Reduce_scatter_block_init(send, recv, op.mpi)
+        if collective != "allreduce":
+            execution._persistent = blockwise(comm, collective, send, recv, op, counts, True)
         else:
             execution._persistent = comm.Allreduce_init(send_argument(send, in_place, op), recv,
                                                         op.mpi)
@@ -169,10 +190,9 @@ class NativeExecution:
         call = self._call
         if call is not None:
             comm = call.ctx.comm
-            if call.collective == "allgather":
-                self._request = comm.Iallgather(call.send, call.recv)
-            elif call.collective == "reduce_scatter":
-                self._request = comm.Ireduce_scatter_block(call.send, call.recv, call.op.mpi)
+            if call.collective != "allreduce":
+                self._request = blockwise(comm, call.collective, call.send, call.recv, call.op,
+                                          call.options.counts)
             else:
                 first = first_buffer(call.send, call.recv, call.op, call.ctx.size)
                 self._request = comm.Iallreduce(first, call.recv, call.op.mpi)
@@ -191,7 +211,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[NativeExecution]:
     yield NativeExecution(call)
 
 
-ALGORITHM = Algorithm("native", "the MPI library's own MPI_Iallreduce (MPI_Iallgather, "
-                      "MPI_Ireduce_scatter_block), for comparison and auto",
+ALGORITHM = Algorithm("native", "the MPI library's own MPI_Iallreduce (MPI_Iallgather(v), "
+                      "MPI_Ireduce_scatter(_block)), for comparison and auto",
                       run=run, tags=0, mpi=True,
                       collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))

@@ -5,10 +5,15 @@ Chunk ``i`` ends reduced on ring member ``i`` and travels from there, so every r
 same bits. Needs a commutative op: chunk ``i`` is reduced in ring order starting after ``i``.
 
 Its two halves are the collectives ``allgather`` and ``reduce_scatter`` on their own, from the
-same steps, with rank i's block as chunk i: each (p-1)α + (p-1)/p·Nβ for N elements in all.
+same steps, with rank i's block as chunk i: each (p-1)α + (p-1)/p·Nβ for N elements in all
+(blocks may be uneven, as in ``MPI_Allgatherv`` and ``MPI_Reduce_scatter``: the largest one
+sets the pace). In place, the input of a reduce_scatter is ``recv`` itself: its first block
+is written only in the last step, after every other block was read.
 """
 
 from __future__ import annotations
+
+import itertools
 
 from ..schedule import Builder, BufferName, Copy, Local, Recv, Reduce, Region, Send, Transfer, \
     split
@@ -106,21 +111,23 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
-    group, me = list(range(layout.size)), layout.rank
-    if options.collective == "allgather":  # count: this rank's block
-        blocks = [(i * count, (i + 1) * count) for i in group]
+    group, me, p = list(range(layout.size)), layout.rank, layout.size
+    if options.collective == "allreduce":
+        allreduce(b, group, me, 0, count, src, frames)
+        return
+    # count: this rank's block (allgather) or every block (reduce_scatter); block i is rank i's
+    sizes = options.counts or (count if options.collective == "allgather" else count // p,) * p
+    blocks = list(zip(itertools.accumulate(sizes, initial=0), itertools.accumulate(sizes)))
+    if options.collective == "allgather":
         with b.phase("allgather"):
             b.round(local=[Copy(Region("recv", *blocks[me]), Region(src, 0, count))])
             for transfers, local in allgather_steps(group, me, blocks):
                 b.round(transfers, local)
-    elif options.collective == "reduce_scatter":  # count: every block, this rank's the result
-        blocks = split(0, count, layout.size)
-        b.tmp(3 * (count // layout.size))
+    else:  # reduce_scatter: this rank's block of the result is all of recv
+        b.tmp(3 * max(sizes))
         with b.phase("reduce-scatter"):
             for transfers, local in reduce_scatter_block_steps(group, me, blocks, src):
                 b.round(transfers, local)
-    else:
-        allreduce(b, group, me, 0, count, src, frames)
 
 
 ALGORITHM = Algorithm("ring", "reduce-scatter + allgather around a ring: bandwidth-optimal",

@@ -1,5 +1,6 @@
 """Cases run on every rank under mpiexec (see tests/test_blockwise.py): mpicoll.allgather and
-mpicoll.reduce_scatter against the MPI library's own Allgather and Reduce_scatter_block.
+mpicoll.reduce_scatter against the MPI library's own Allgather and Reduce_scatter_block, and
+with uneven counts against Allgatherv and Reduce_scatter, in place and not.
 
 Every test makes the same collective calls on every rank and asserts only afterwards
 (assert_agreed), so a failing assertion on one rank never leaves the others waiting. Data are
@@ -29,15 +30,31 @@ def ops_for(dtype):
     return [op for op in OPS if not (np.dtype(dtype).kind == "c" and op in ("min", "max"))]
 
 
-def reference(comm, which, x, op=None):
+def reference(comm, which, x, op=None, counts=None):
+    """MPI's own result (``counts``: of the v form, MPI_Allgatherv or MPI_Reduce_scatter)."""
     p = comm.Get_size()
     if which == "allgather":
+        if counts is not None:
+            ref = np.empty(sum(counts), x.dtype)
+            comm.Allgatherv(x, [ref, list(counts)])
+            return ref
         ref = np.empty(x.size * p, x.dtype)
         comm.Allgather(x, ref)
+    elif counts is not None:
+        ref = np.empty(counts[comm.Get_rank()], x.dtype)
+        comm.Reduce_scatter(x, ref, list(counts), op=MPI_OPS[op])
     else:
         ref = np.empty(x.size // p, x.dtype)
         comm.Reduce_scatter_block(x, ref, op=MPI_OPS[op])
     return ref
+
+
+def uneven(comm, seed, most=6):
+    """Random block counts, zeros among them, the same on every rank of ``comm``."""
+    rng = np.random.default_rng([comm.Get_size(), seed])
+    counts = rng.integers(0, most, comm.Get_size())
+    counts[rng.integers(comm.Get_size())] = 0
+    return [int(c) for c in counts]
 
 
 def compare(comm, problems, what, result, ref):
@@ -93,6 +110,57 @@ def test_reduce_scatter_is_mpis(dtype, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", ["i1", "u4", "i8", "f2", "f8", "c16"])
+def test_uneven_counts_and_in_place_are_mpis(dtype, algorithm):
+    """counts= (Allgatherv, Reduce_scatter) with zeros among them, and in place (MPI.IN_PLACE
+    or recvbuf itself as sendbuf) with equal and uneven blocks, on COMM_WORLD and a split."""
+    problems, results = [], []
+    for name, comm, free in comms():
+        p, me = comm.Get_size(), comm.Get_rank()
+        for seed in range(3):
+            blocks = uneven(comm, seed)
+            start = sum(blocks[:me])
+            x = data(comm, blocks[me], dtype, "sum", seed)
+            ref = reference(comm, "allgather", x, counts=blocks)
+            out = mpicoll.allgather(x, comm=comm, algorithm=algorithm, counts=blocks)
+            compare(comm, problems, f"{name} allgatherv {blocks}", out, ref)
+            whole = np.full(sum(blocks), 9, dtype)
+            whole[start:start + blocks[me]] = x
+            in_place = MPI.IN_PLACE if seed % 2 else whole
+            if mpicoll.allgather(in_place, whole, comm=comm, algorithm=algorithm,
+                                 counts=blocks) is not whole:
+                problems.append("in place: the result is not recvbuf")
+            compare(comm, problems, f"{name} allgatherv in place {blocks}", whole, ref)
+            if name == "world":
+                results += [digest(out), digest(whole)]
+            for op in ops_for(dtype):
+                y = data(comm, sum(blocks), dtype, op, seed)
+                ref = reference(comm, "reduce_scatter", y, op, blocks)
+                out = mpicoll.reduce_scatter(y, op=op, comm=comm, algorithm=algorithm,
+                                             counts=blocks)
+                compare(comm, problems, f"{name} reduce_scatter {op} {blocks}", out, ref)
+                mpicoll.reduce_scatter(MPI.IN_PLACE if seed % 2 else y, y, op=op, comm=comm,
+                                       algorithm=algorithm, counts=blocks)
+                compare(comm, problems, f"{name} reduce_scatter in place {op} {blocks}",
+                        y[:blocks[me]], ref)
+        for n in counts(p)[-2:]:  # equal blocks in place: MPI_Allgather, MPI_Reduce_scatter_block
+            x = data(comm, n, dtype, "sum")
+            whole = np.zeros(n * p, dtype)
+            whole[me * n:(me + 1) * n] = x
+            mpicoll.allgather(MPI.IN_PLACE, whole, comm=comm, algorithm=algorithm)
+            compare(comm, problems, f"{name} allgather in place n={n}", whole,
+                    reference(comm, "allgather", x))
+            op = ops_for(dtype)[-1]
+            y = data(comm, n * p, dtype, op)
+            ref = reference(comm, "reduce_scatter", y, op)
+            mpicoll.reduce_scatter(y, y, op=op, comm=comm, algorithm=algorithm)
+            compare(comm, problems, f"{name} reduce_scatter in place n={n}", y[:n], ref)
+        if free:
+            comm.Free()
+    assert_agreed(WORLD, problems, np.frombuffer("".join(results).encode(), np.uint8))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_about_a_mebibyte_and_any_shape(algorithm):
     """About 1 MiB per rank, in shapes other than flat (as MPI: the elements in memory order)."""
     p = WORLD.Get_size()
@@ -131,16 +199,47 @@ def test_persistent_started_ten_times(algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_persistent_uneven_and_in_place_started_ten_times(algorithm):
+    """allgather_init and reduce_scatter_init with counts, in place: each start reads the
+    input as it is then (MPI_Allgatherv_init, MPI_Reduce_scatter_init for native)."""
+    me, problems = WORLD.Get_rank(), []
+    blocks = uneven(WORLD, 7)
+    start = sum(blocks[:me])
+    gathered, scattered = np.empty(sum(blocks), "i4"), np.empty(sum(blocks), "f4")
+    with mpicoll.allgather_init(MPI.IN_PLACE, gathered, counts=blocks,
+                                algorithm=algorithm) as ag, \
+            mpicoll.reduce_scatter_init(scattered, scattered, counts=blocks, op="min",
+                                        algorithm=algorithm) as rs:
+        for round_ in range(10):
+            x = data(WORLD, blocks[me], "i4", "sum", seed=round_)
+            gathered[start:start + blocks[me]] = x
+            y = data(WORLD, sum(blocks), "f4", "min", seed=round_)
+            scattered[:] = y
+            rs.start()
+            ag.start()
+            ag.wait()
+            rs.wait()
+            compare(WORLD, problems, f"allgatherv start {round_}", gathered,
+                    reference(WORLD, "allgather", x, counts=blocks))
+            compare(WORLD, problems, f"reduce_scatter start {round_}", scattered[:blocks[me]],
+                    reference(WORLD, "reduce_scatter", y, "min", blocks))
+    assert_agreed(WORLD, problems, gathered)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("order", ["allreduce first", "theirs first"])
 def test_nonblocking_beside_an_allreduce_in_flight(order, algorithm):
     """iallgather and ireduce_scatter with an iallreduce in flight, completed in either order."""
     p, problems = WORLD.Get_size(), []
     x = data(WORLD, 1000, "f8", "sum")
     y = data(WORLD, 7 * p, "i4", "sum")
+    blocks = uneven(WORLD, 3, most=2000)
+    z = data(WORLD, sum(blocks), "f8", "sum")
     reduced = mpicoll.iallreduce(x, algorithm="ring")
     gathered = mpicoll.iallgather(x, algorithm=algorithm)
     scattered = mpicoll.ireduce_scatter(y, algorithm=algorithm)
-    requests = [reduced, gathered, scattered]
+    scattered_v = mpicoll.ireduce_scatter(z, algorithm=algorithm, counts=blocks)
+    requests = [reduced, gathered, scattered, scattered_v]
     for request in (requests if order == "allreduce first" else requests[::-1]):
         request.wait()
     ref = np.empty_like(x)
@@ -149,6 +248,8 @@ def test_nonblocking_beside_an_allreduce_in_flight(order, algorithm):
     compare(WORLD, problems, "allgather", gathered.wait(), reference(WORLD, "allgather", x))
     compare(WORLD, problems, "reduce_scatter", scattered.wait(),
             reference(WORLD, "reduce_scatter", y, "sum"))
+    compare(WORLD, problems, "reduce_scatter counts", scattered_v.wait(),
+            reference(WORLD, "reduce_scatter", z, "sum", blocks))
     assert_agreed(WORLD, problems, gathered.wait())
 
 
@@ -162,7 +263,20 @@ BAD = [
      if p > 1 else (mpicoll.reduce_scatter, np.ones(2), np.empty(3)), ValueError),
     ("reduce_scatter recvbuf size", lambda p: (mpicoll.reduce_scatter, np.ones(2 * p),
                                                np.empty(3)), ValueError),
-    ("in place", lambda p: (mpicoll.allgather, np.ones(4 * p)[:4], "view"), ValueError),
+    ("overlapping", lambda p: (mpicoll.allgather, np.ones(4 * p)[:4], "view"), ValueError),
+    ("in place without recvbuf", lambda p: (mpicoll.allgather, MPI.IN_PLACE, None), ValueError),
+    ("counts not adding up", lambda p: (lambda s, r: mpicoll.reduce_scatter(
+        s, r, counts=[1] * p), np.ones(p + 1), None), ValueError),
+    ("counts not this rank's sendbuf", lambda p: (lambda s, r: mpicoll.allgather(
+        s, r, counts=[2] * p), np.ones(3), None), ValueError),
+    ("a negative count", lambda p: (lambda s, r: mpicoll.allgather(
+        s, r, counts=[-1] + [3] * p), np.ones(2), None), ValueError),
+    ("a count per rank", lambda p: (lambda s, r: mpicoll.allgather(
+        s, r, counts=[2] * (p + 1)), np.ones(2), None), ValueError),
+    ("recvbuf not the counts' sum", lambda p: (lambda s, r: mpicoll.allgather(
+        s, r, counts=[2] * p), np.ones(2), np.empty(2 * p + 1)), ValueError),
+    ("counts not integers", lambda p: (lambda s, r: mpicoll.allgather(
+        s, r, counts=[2.0] * p), np.ones(2), None), TypeError),
     ("a codec", lambda p: (lambda s, r: mpicoll.allgather(s, r, codec="fp16"), np.ones(4), None),
      ValueError),
     ("op avg", lambda p: (lambda s, r: mpicoll.reduce_scatter(s, r, op="avg"), np.ones(p), None),
@@ -208,6 +322,10 @@ def test_ranks_that_disagree_raise_mismatch_everywhere():
     caught.append("collective" in str(error.value))
     with pytest.raises(mpicoll.MismatchError) as error:
         mpicoll.allgather(np.ones(3 if last else 2), comm=comm)
+    caught.append("count" in str(error.value))
+    with pytest.raises(mpicoll.MismatchError) as error:  # counts that differ across ranks
+        mpicoll.reduce_scatter(np.ones(2 * p), comm=comm,
+                               counts=[2] * p if last else [2 * p] + [0] * (p - 1))
     caught.append("count" in str(error.value))
     for field, args in [("dtype", dict(sendbuf=np.ones(2 * p, "f4" if last else "f8"))),
                         ("op", dict(sendbuf=np.ones(2 * p), op="max" if last else "sum")),
