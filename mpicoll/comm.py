@@ -1,4 +1,4 @@
-"""mpi4py's communicator with mpicoll's allreduce: one line changes an existing program over.
+"""mpi4py's communicator with mpicoll's collectives: one line changes an existing program over.
 
     from mpi4py import MPI
     import mpicoll
@@ -11,19 +11,24 @@ a datatype: shapes may differ), and run :func:`mpicoll.allreduce` with the commu
 ``algorithm`` and ``codec``; what mpicoll cannot do runs mpi4py's call instead, decided from the
 arguments alone (MPI asks every rank for the same count and datatype). The lowercase
 ``allreduce`` gives mpi4py's answer for whatever objects the ranks pass, deciding with every
-rank's object in view (:mod:`mpicoll.objects`). Fallbacks are counted in :attr:`Comm.fallbacks`
+rank's object in view (:mod:`mpicoll.objects`). ``Allgather``, ``Allgatherv``,
+``Reduce_scatter_block``, ``Reduce_scatter`` and their ``I...`` and ``..._init`` forms run
+:mod:`mpicoll.blockwise` the same way (in place too; an ``Allgatherv`` whose displacements
+are not the packed layout is mpi4py's); the lowercase ``allgather`` of objects stays mpi4py's. Fallbacks are counted in :attr:`Comm.fallbacks`
 and recorded as algorithm ``mpi`` in the timing records, with the reason as its phase.
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
+import operator
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-from . import api, context, objects, ops, recovery, timing
+from . import api, blockwise, context, objects, ops, recovery, timing
 from .algorithm import registry
 from .persistent import PersistentRequest
 from .request import Request as _MpicollRequest
@@ -202,6 +207,99 @@ class Comm(MPI.Intracomm):
         return {"algorithm": algorithm or self.algorithm, "comm": self._settings["comm"],
                 "codec": self.codec if codec is None else codec}
 
+    # ---- allgather and reduce_scatter (mpicoll.blockwise), in mpi4py's three forms
+    def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
+        """``MPI_Allgather`` as mpi4py takes it (``MPI.IN_PLACE`` too), run by mpicoll."""
+        return self._blockwise("", "allgather", super().Allgather, (sendbuf, recvbuf), algorithm)
+
+    def Iallgather(self, sendbuf: Any, recvbuf: Any, *,  # type: ignore[override]
+                   algorithm: str | None = None) -> Request | MPI.Request:
+        return self._blockwise("i", "allgather", super().Iallgather, (sendbuf, recvbuf),
+                               algorithm)
+
+    def Allgather_init(self, sendbuf: Any, recvbuf: Any,  # type: ignore[override]
+                       info: MPI.Info = MPI.INFO_NULL, *, algorithm: str | None = None
+                       ) -> Prequest | MPI.Prequest:
+        return self._blockwise("init", "allgather", super().Allgather_init,
+                               (sendbuf, recvbuf, info), algorithm)
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
+        """``MPI_Allgatherv``: run by mpicoll where the blocks lie packed in rank order (no
+        displacements, or those of the packed layout), by mpi4py otherwise."""
+        return self._blockwise("", "allgatherv", super().Allgatherv, (sendbuf, recvbuf),
+                               algorithm)
+
+    def Iallgatherv(self, sendbuf: Any, recvbuf: Any, *,  # type: ignore[override]
+                    algorithm: str | None = None) -> Request | MPI.Request:
+        return self._blockwise("i", "allgatherv", super().Iallgatherv, (sendbuf, recvbuf),
+                               algorithm)
+
+    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any,  # type: ignore[override]
+                        info: MPI.Info = MPI.INFO_NULL, *, algorithm: str | None = None
+                        ) -> Prequest | MPI.Prequest:
+        return self._blockwise("init", "allgatherv", super().Allgatherv_init,
+                               (sendbuf, recvbuf, info), algorithm)
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
+                             algorithm: str | None = None) -> None:
+        """``MPI_Reduce_scatter_block`` (in place: the input in ``recvbuf``, the result its
+        first block), run by mpicoll."""
+        return self._blockwise("", "reduce_scatter_block", super().Reduce_scatter_block,
+                               (sendbuf, recvbuf, op), algorithm)
+
+    def Ireduce_scatter_block(  # type: ignore[override]
+            self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
+            algorithm: str | None = None) -> Request | MPI.Request:
+        return self._blockwise("i", "reduce_scatter_block", super().Ireduce_scatter_block,
+                               (sendbuf, recvbuf, op), algorithm)
+
+    def Reduce_scatter_block_init(  # type: ignore[override]
+            self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM,
+            info: MPI.Info = MPI.INFO_NULL, *, algorithm: str | None = None
+            ) -> Prequest | MPI.Prequest:
+        return self._blockwise("init", "reduce_scatter_block",
+                               super().Reduce_scatter_block_init, (sendbuf, recvbuf, op, info),
+                               algorithm)
+
+    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
+                       op: MPI.Op = MPI.SUM, *, algorithm: str | None = None) -> None:
+        """``MPI_Reduce_scatter`` (``recvcounts`` None: every rank's receive count, gathered
+        as mpi4py does), run by mpicoll."""
+        return self._blockwise("", "reduce_scatter", super().Reduce_scatter,
+                               (sendbuf, recvbuf, recvcounts, op), algorithm)
+
+    def Ireduce_scatter(  # type: ignore[override]
+            self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: MPI.Op = MPI.SUM, *,
+            algorithm: str | None = None) -> Request | MPI.Request:
+        return self._blockwise("i", "reduce_scatter", super().Ireduce_scatter,
+                               (sendbuf, recvbuf, recvcounts, op), algorithm)
+
+    def Reduce_scatter_init(  # type: ignore[override]
+            self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: MPI.Op = MPI.SUM,
+            info: MPI.Info = MPI.INFO_NULL, *, algorithm: str | None = None
+            ) -> Prequest | MPI.Prequest:
+        return self._blockwise("init", "reduce_scatter", super().Reduce_scatter_init,
+                               (sendbuf, recvbuf, recvcounts, op, info), algorithm)
+
+    def _blockwise(self, form: str, name: str, mpi4py_call: Any, args: tuple,
+                   algorithm: str | None) -> Any:
+        """Run ``name`` (mpi4py's spelling) in ``form`` ("", "i" or "init") by mpicoll, or,
+        where mpicoll cannot, by ``mpi4py_call`` with the same arguments (counted)."""
+        op = args[3] if name == "reduce_scatter" else args[2] if name.startswith("reduce") \
+            else None
+        try:
+            send, recv, keywords = _blockwise_arguments(name, args, self)
+        except _Fallback as why:
+            with self._fallback(str(why), args[1], op):
+                return mpi4py_call(*args)
+        stem = "allgather" if name.startswith("allgather") else "reduce_scatter"
+        run = getattr(blockwise, {"": stem, "i": f"i{stem}", "init": f"{stem}_init"}[form])
+        if algorithm is None:  # the communicator's, where it runs this collective (else auto)
+            algorithm = self.algorithm if self.algorithm in registry.names(collective=stem) \
+                else registry.AUTO
+        result = run(send, recv, algorithm=algorithm, comm=self._settings["comm"], **keywords)
+        return None if form == "" else Request(result) if form == "i" else Prequest(result)
+
     # ---- what mpi4py ran instead
     def _fallback(self, reason: str, buf: Any, op: Any) -> _Recorded:
         self.fallbacks[reason] += 1
@@ -318,10 +416,11 @@ def _op(op: Any, dtype: np.dtype) -> Any:
     return op
 
 
-def _buffer(spec: Any, writeable: bool = False) -> Any:
+def _buffer(spec: Any, writeable: bool = False, blocks: int = 1) -> Any:
     """The array a buffer spec names: ``buf``, ``[buf, datatype]``, ``[buf, count]``,
     ``[buf, count, datatype]``, ``[buf, (count, displ), datatype]`` or
-    ``[buf, count, displ, datatype]`` (counts and displacements in elements of the datatype)."""
+    ``[buf, count, displ, datatype]`` (counts and displacements in elements of the datatype;
+    a count counts one of ``blocks`` blocks, as an allgather's receive count does)."""
     if type(spec) is np.ndarray:  # what most calls pass
         flags = spec.flags
         if flags.c_contiguous and (flags.writeable or not writeable):
@@ -362,10 +461,100 @@ def _buffer(spec: Any, writeable: bool = False) -> Any:
     if writeable and not flat.flags.writeable:
         raise _Fallback("a read-only receive buffer")  # mpi4py says so
     start = displ or 0
-    stop = flat.size if count is None else start + count
+    stop = flat.size if count is None else start + count * blocks
     if start < 0 or stop > flat.size:
         raise _Fallback("a count or displacement beyond the buffer")
     return flat[start:stop]
+
+
+def _blockwise_arguments(name: str, args: tuple, comm: Comm) -> tuple[Any, Any, dict]:
+    """mpi4py's arguments of ``Allgather``, ``Allgatherv``, ``Reduce_scatter_block`` or
+    ``Reduce_scatter`` (``name`` in lower case) as mpicoll's (send, recv, keywords), or
+    _Fallback. In place, send is ``MPI.IN_PLACE`` and recv what the call reads and writes."""
+    p, me = comm.Get_size(), comm.Get_rank()
+    sendbuf, recvbuf = args[:2]
+    in_place = sendbuf is MPI.IN_PLACE
+    keywords: dict = {}
+    if name == "allgather":
+        recv = _buffer(recvbuf, writeable=True, blocks=p)
+        block = _whole_blocks(recv.size, p)
+    elif name == "allgatherv":
+        recv, counts = _packed(recvbuf, p)
+        block, keywords["counts"] = counts[me], counts
+    elif name == "reduce_scatter_block":
+        recv = _buffer(recvbuf, writeable=True, blocks=p if in_place else 1)
+        block = _whole_blocks(recv.size, p) if in_place else recv.size
+        block *= p
+    else:
+        recv = _buffer(recvbuf, writeable=True)
+        counts = args[2]
+        if counts is None:
+            if in_place:
+                raise _Fallback("a Reduce_scatter in place without recvcounts")
+            counts = MPI.Intracomm(comm).allgather(recv.size)  # as mpi4py does
+        keywords["counts"] = counts = _counts(counts, p)
+        block = sum(counts)
+        if in_place and recv.size != block or not in_place and recv.size != counts[me]:
+            raise _Fallback("a receive buffer that does not hold the counts")
+    if recv.dtype.kind not in "iufc" or recv.dtype.fields is not None:
+        raise _Fallback(f"a {name} of a dtype other than integer, floating or complex")
+    if in_place:
+        send = sendbuf
+    else:
+        send = _buffer(sendbuf)
+        if send.size != block or send.dtype != recv.dtype or send.dtype.char != recv.dtype.char:
+            raise _Fallback("send and receive buffers differ")
+    if name.startswith("reduce"):
+        keywords["op"] = _op(args[3] if name == "reduce_scatter" else args[2], recv.dtype)
+    return send, recv, keywords
+
+
+def _whole_blocks(size: int, p: int) -> int:
+    """A block of a buffer that holds ``p`` (else _Fallback: mpi4py says what is wrong)."""
+    if size % p:
+        raise _Fallback("a buffer that is not a whole number of blocks")
+    return size // p
+
+
+def _counts(counts: Any, p: int) -> tuple[int, ...]:
+    """mpi4py's counts of a ``v`` call (one int for every rank, or a sequence of ``p``)."""
+    try:
+        counts = (operator.index(counts),) * p if not hasattr(counts, "__len__") \
+            else tuple(operator.index(c) for c in counts)
+    except TypeError:
+        raise _Fallback("counts that are not integers") from None
+    if len(counts) != p or min(counts) < 0:
+        raise _Fallback("counts that are not one per rank or negative")
+    return counts
+
+
+def _packed(spec: Any, p: int) -> tuple[Any, tuple[int, ...]]:
+    """The receive buffer of an ``Allgatherv`` and its counts, where its blocks lie packed in
+    rank order (else _Fallback): ``buf``, ``[buf, counts]``, ``[buf, counts, datatype]``,
+    ``[buf, (counts, displs), datatype]``, ``[buf, counts, displs, datatype]``; counts one int,
+    a sequence or None (equal blocks), displacements None, one int (a stride) or a sequence."""
+    counts = displs = datatype = None
+    buf = spec
+    if isinstance(spec, (list, tuple)):
+        buf, *rest = spec
+        if rest and isinstance(rest[-1], MPI.Datatype):
+            datatype = rest.pop()
+        if len(rest) == 1 and isinstance(rest[0], tuple):  # (counts, displs), as mpi4py reads
+            rest = list(rest[0])
+        if len(rest) > 2:
+            raise _Fallback("a buffer spec mpicoll does not read")
+        counts, displs = (rest + [None, None])[:2]
+    recv = _buffer(buf if datatype is None else [buf, datatype], writeable=True)
+    sizes = (_whole_blocks(recv.size, p),) * p if counts is None else _counts(counts, p)
+    packed = list(itertools.accumulate(sizes, initial=0))[:-1]
+    if displs is not None:
+        starts = [displs * i for i in range(p)] if not hasattr(displs, "__len__") \
+            else list(displs)
+        if starts != packed:
+            raise _Fallback("displacements that are not the packed layout")
+    if sum(sizes) > recv.size:
+        raise _Fallback("counts beyond the buffer")
+    return recv[:sum(sizes)], sizes
 
 
 def _reduces_arrays(dtype: np.dtype, op: Any) -> bool:

@@ -1,12 +1,13 @@
 """mpicoll.Comm, the drop-in for mpi4py programs, used as mpi4py's own tests use a communicator
-(tests/mpi/comm_cases.py), at 1 to 5 ranks; and a real solver changed over by one line."""
+(tests/mpi/comm_cases.py: Allreduce, Allgather(v), Reduce_scatter(_block) in every form), at
+1 to 6 ranks; and a real solver changed over by one line."""
 
 import pytest
 
 CASES = "tests/mpi/comm_cases.py"
 
 
-@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5, 6])
 def test_as_mpi4py_uses_a_communicator(run_cases, nprocs):
     run_cases(CASES, nprocs)
 

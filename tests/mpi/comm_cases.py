@@ -265,3 +265,170 @@ def test_settings_travel_and_errors_are_clear():
     y = np.empty(3)
     with pytest.raises(ValueError):  # mpi4py's own check: counts differ
         comm.Allreduce(np.ones(4), y)
+
+
+# ---- Allgather, Allgatherv, Reduce_scatter_block, Reduce_scatter (mpicoll.blockwise)
+
+BLOCK_CODES = "bhiqBHLfdgFD"
+
+
+def every_form(comm, problems, name, args, out, fill, want, what):
+    """``comm.<name>(*args)`` blocking, ``I<name>`` waited and ``<name>_init`` started twice:
+    each time ``out`` (first set to ``fill``, an array or a callable that refills it) must end as
+    ``want`` (compared where ``want`` has elements: an in-place reduce_scatter's first block)."""
+    base, init = (name, f"{name}_init")
+    for form, call in (("", getattr(comm, base)), ("I", getattr(comm, f"I{base[0].lower()}"
+                                                                       f"{base[1:]}")),
+                       ("_init", getattr(comm, init))):
+        for start in range(2 if form == "_init" else 1):
+            fill() if callable(fill) else out.__setitem__(slice(None), fill)
+            if form == "":
+                call(*args)
+            elif form == "I":
+                call(*args).Wait()
+            else:
+                if start == 0:
+                    persistent = call(*args)
+                persistent.Start()
+                persistent.Wait()
+            got = np.asarray(out).reshape(-1)[:want.size]
+            if not np.array_equal(got, want):
+                problems.append(f"{what} {form or 'blocking'}{start or ''}: {got} != {want}")
+        if form == "_init":
+            persistent.Free()
+
+
+@pytest.mark.parametrize("comm_name", COMMS)
+@pytest.mark.parametrize("code", BLOCK_CODES)
+def test_allgather_and_reduce_scatter_every_form(comm_name, code):
+    """Each call as mpi4py spells it, blocking, I... and ..._init, in place and not, equal and
+    uneven counts (zeros among them): the bits of mpi4py's own call on the same handle, every
+    call run by mpicoll (none fell back; each in the timing records)."""
+    comm = COMMS[comm_name]()
+    own = MPI.Intracomm(comm)  # mpi4py's own methods on the same communicator
+    p, me = comm.Get_size(), comm.Get_rank()
+    problems = []
+    with timing.recording() as rec:
+        for n in range(4):
+            x = values(comm, n, code, "sum").astype(code)
+            want = np.empty(n * p, code)
+            own.Allgather(x, want)
+            out = np.empty(n * p, code)
+            every_form(comm, problems, "Allgather", (x, out), out, 99, want, f"Allgather n={n}")
+
+            def mine_in_place(out=out, x=x, n=n):
+                out[:] = 99
+                out[me * n:(me + 1) * n] = x
+            every_form(comm, problems, "Allgather", (MPI.IN_PLACE, out), out, mine_in_place,
+                       want, f"Allgather in place n={n}")
+            counts = [(n + i) % 3 for i in range(p)]
+            x = values(comm, counts[me], code, "sum").astype(code)
+            want = np.empty(sum(counts), code)
+            own.Allgatherv(x, [want, counts])
+            out = np.empty(sum(counts), code)
+            every_form(comm, problems, "Allgatherv", (x, [out, counts]), out, 99, want,
+                       f"Allgatherv {counts}")
+            for op in ops_for(code):
+                mpi_op = OPS[op][0]
+                y = values(comm, n * p, code, op).astype(code)
+                want = np.empty(n, code)
+                own.Reduce_scatter_block(y, want, mpi_op)
+                out = np.empty(n, code)
+                every_form(comm, problems, "Reduce_scatter_block", (y, out, mpi_op), out, 99,
+                           want, f"Reduce_scatter_block {op} n={n}")
+                whole = np.empty(n * p, code)
+                every_form(comm, problems, "Reduce_scatter_block", (MPI.IN_PLACE, whole, mpi_op),
+                           whole, y, want, f"Reduce_scatter_block in place {op} n={n}")
+                y = values(comm, sum(counts), code, op).astype(code)
+                want = np.empty(counts[me], code)
+                own.Reduce_scatter(y, want, counts, mpi_op)
+                out = np.empty(counts[me], code)
+                every_form(comm, problems, "Reduce_scatter", (y, out, counts, mpi_op), out, 99,
+                           want, f"Reduce_scatter {op} {counts}")
+                whole = np.empty(sum(counts), code)
+                every_form(comm, problems, "Reduce_scatter", (MPI.IN_PLACE, whole, counts, mpi_op),
+                           whole, y, want, f"Reduce_scatter in place {op} {counts}")
+    ran = {r.algorithm for r in rec.records}
+    assert_everywhere(comm, not problems and not comm.fallbacks and "mpi" not in ran
+                      and {r.collective for r in rec.records} == {"allgather", "reduce_scatter"},
+                      f"{problems[:3]}; fell back: {dict(comm.fallbacks)}; ran {ran}")
+    if comm_name in ("dup", "split"):
+        comm.Free()
+
+
+def test_allgatherv_and_reduce_scatter_spellings():
+    """mpi4py's spellings of the v calls: counts as one int or a sequence, None (equal blocks),
+    ``(counts, displs)``, ``[buf, counts, displs, datatype]`` with the packed displacements or a
+    stride equal to the block, a byte buffer read as a datatype; ``Reduce_scatter`` without
+    recvcounts (each rank's receive count, gathered). All by mpicoll; other displacements and
+    a boolean Allgather by mpi4py, counted."""
+    comm = COMMS["world"]()
+    own = MPI.Intracomm(comm)
+    p, me = comm.Get_size(), comm.Get_rank()
+    problems = []
+    counts = [i % 3 + 1 for i in range(p)]
+    starts = [sum(counts[:i]) for i in range(p)]
+    x = values(comm, counts[me], "d", "sum").astype("d")
+    want = np.empty(sum(counts))
+    own.Allgatherv(x, [want, counts])
+    for spec in (lambda out: [out, counts], lambda out: [out, (counts, None), MPI.DOUBLE],
+                 lambda out: [out, (counts, starts), MPI.DOUBLE],
+                 lambda out: [out, counts, starts, MPI.DOUBLE],
+                 lambda out: [out.view("B"), counts, MPI.DOUBLE]):
+        out = np.full(sum(counts) + 2, -1.0)
+        comm.Allgatherv(x, spec(out))
+        if not np.array_equal(out[:sum(counts)], want):
+            problems.append(f"Allgatherv {spec(out)[1:]}")
+    y = values(comm, 2, "i", "sum").astype("i")
+    for spec in (lambda out: out, lambda out: [out, 2], lambda out: [out, (2, 2), MPI.INT]):
+        out, want = np.full(2 * p, -1, "i"), np.empty(2 * p, "i")
+        comm.Allgatherv(y, spec(out))
+        own.Allgather(y, want)
+        if not np.array_equal(out, want):
+            problems.append("Allgatherv of equal blocks")
+    z = values(comm, sum(counts), "d", "sum").astype("d")
+    got, want = np.empty(counts[me]), np.empty(counts[me])
+    comm.Reduce_scatter(z, got)  # recvcounts gathered
+    own.Reduce_scatter(z, want, counts)
+    if not np.array_equal(got, want):
+        problems.append("Reduce_scatter without recvcounts")
+    ran_by_mpicoll = not comm.fallbacks
+    strided, ref = np.full(3 * p, -1.0), np.full(3 * p, -1.0)
+    comm.Allgatherv(x[:1], [strided, 1, 3, MPI.DOUBLE])  # a stride of 3: not packed
+    own.Allgatherv(x[:1], [ref, 1, 3, MPI.DOUBLE])
+    flags, flags_ref = np.empty(p, bool), np.empty(p, bool)
+    comm.Allgather(np.array([me % 2 == 0]), flags)
+    own.Allgather(np.array([me % 2 == 0]), flags_ref)
+    if not (np.array_equal(strided, ref) and np.array_equal(flags, flags_ref)):
+        problems.append("fallbacks: not mpi4py's answer")
+    reasons = sorted(comm.fallbacks)  # (on one rank a stride is the packed layout)
+    assert_everywhere(comm, not problems and ran_by_mpicoll
+                      and len(reasons) == sum(comm.fallbacks.values()) == 1 + (p > 1)
+                      and "dtype" in reasons[0] and (p == 1 or "packed" in reasons[1]),
+                      f"{problems}; fell back {dict(comm.fallbacks)}")
+
+
+def test_blockwise_errors_are_mpi4pys():
+    """Counts that do not fit: the error mpi4py's own call gives (or none, where it gives
+    none), on every rank; a communicator whose allreduce algorithm the collective lacks runs
+    auto."""
+    comm = mpicoll.Comm(MPI.COMM_WORLD, algorithm="tree")
+    own = MPI.Intracomm(comm)
+    p = comm.Get_size()
+    same = []
+    for name, args in (("Allgather", lambda: (np.ones(3), np.empty(3 * p - 1))),
+                       ("Reduce_scatter_block", lambda: (np.ones(2 * p + 1), np.empty(2)))):
+        raised = []
+        for on in (comm, own):
+            try:
+                getattr(on, name)(*args())
+                raised.append(False)
+            except (ValueError, MPI.Exception):
+                raised.append(True)
+        same.append(raised[0] == raised[1] and (p == 1 or raised[0]))
+    out = np.empty(2 * p)
+    with timing.recording() as rec:
+        comm.Allgather(np.ones(2), out)
+    assert_everywhere(comm, all(same) and np.all(out == 1)
+                      and [r.algorithm for r in rec.records] != ["mpi"],
+                      f"the same errors {same}, {[r.algorithm for r in rec.records]}")
