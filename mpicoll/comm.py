@@ -287,12 +287,12 @@ class Comm(MPI.Intracomm):
         where mpicoll cannot, by ``mpi4py_call`` with the same arguments (counted)."""
         op = args[3] if name == "reduce_scatter" else args[2] if name.startswith("reduce") \
             else None
+        stem = "allgather" if name.startswith("allgather") else "reduce_scatter"
         try:
             send, recv, keywords = _blockwise_arguments(name, args, self)
         except _Fallback as why:
-            with self._fallback(str(why), args[1], op):
+            with self._fallback(str(why), args[1], op, stem):
                 return mpi4py_call(*args)
-        stem = "allgather" if name.startswith("allgather") else "reduce_scatter"
         run = getattr(blockwise, {"": stem, "i": f"i{stem}", "init": f"{stem}_init"}[form])
         if algorithm is None:  # the communicator's, where it runs this collective (else auto)
             algorithm = self.algorithm if self.algorithm in registry.names(collective=stem) \
@@ -301,16 +301,17 @@ class Comm(MPI.Intracomm):
         return None if form == "" else Request(result) if form == "i" else Prequest(result)
 
     # ---- what mpi4py ran instead
-    def _fallback(self, reason: str, buf: Any, op: Any) -> _Recorded:
+    def _fallback(self, reason: str, buf: Any, op: Any, collective: str = "allreduce"
+                  ) -> _Recorded:
         self.fallbacks[reason] += 1
-        return _Recorded(self, reason, buf, op)
+        return _Recorded(self, reason, buf, op, collective)
 
 
 class _Recorded:
     """A fallback call in the timing records (when they are on): algorithm ``mpi``, the reason
     as its only phase."""
 
-    def __init__(self, comm: Comm, reason: str, buf: Any, op: Any):
+    def __init__(self, comm: Comm, reason: str, buf: Any, op: Any, collective: str):
         recorder = timing.active()
         self.record = None
         if recorder is not None:
@@ -318,7 +319,8 @@ class _Recorded:
             self.record = recorder.start(
                 rank=comm.Get_rank(), ranks=comm.Get_size(),
                 nodes=len(context.of(comm).layout.nodes), op=_op_name(op), algorithm="mpi",
-                codec="", dtype="", count=0, nbytes=nbytes, transport="host")
+                codec="", dtype="", count=0, nbytes=nbytes, transport="host",
+                collective=collective)
             self.reason = reason
 
     def __enter__(self) -> None:
@@ -476,17 +478,17 @@ def _blockwise_arguments(name: str, args: tuple, comm: Comm) -> tuple[Any, Any, 
     in_place = sendbuf is MPI.IN_PLACE
     keywords: dict = {}
     if name == "allgather":
-        recv = _buffer(recvbuf, writeable=True, blocks=p)
+        recv = _array(_buffer(recvbuf, writeable=True, blocks=p))
         block = _whole_blocks(recv.size, p)
     elif name == "allgatherv":
         recv, counts = _packed(recvbuf, p)
         block, keywords["counts"] = counts[me], counts
     elif name == "reduce_scatter_block":
-        recv = _buffer(recvbuf, writeable=True, blocks=p if in_place else 1)
+        recv = _array(_buffer(recvbuf, writeable=True, blocks=p if in_place else 1))
         block = _whole_blocks(recv.size, p) if in_place else recv.size
         block *= p
     else:
-        recv = _buffer(recvbuf, writeable=True)
+        recv = _array(_buffer(recvbuf, writeable=True))
         counts = args[2]
         if counts is None:
             if in_place:
@@ -497,16 +499,24 @@ def _blockwise_arguments(name: str, args: tuple, comm: Comm) -> tuple[Any, Any, 
         if in_place and recv.size != block or not in_place and recv.size != counts[me]:
             raise _Fallback("a receive buffer that does not hold the counts")
     if recv.dtype.kind not in "iufc" or recv.dtype.fields is not None:
-        raise _Fallback(f"a {name} of a dtype other than integer, floating or complex")
+        raise _Fallback(f"a dtype other than integer, floating or complex ({name})")
     if in_place:
         send = sendbuf
     else:
-        send = _buffer(sendbuf)
+        send = _array(_buffer(sendbuf))
         if send.size != block or send.dtype != recv.dtype or send.dtype.char != recv.dtype.char:
             raise _Fallback("send and receive buffers differ")
     if name.startswith("reduce"):
         keywords["op"] = _op(args[3] if name == "reduce_scatter" else args[2], recv.dtype)
     return send, recv, keywords
+
+
+def _array(buf: Any) -> Any:
+    """A NumPy or CuPy array as it is (else _Fallback: another device buffer, which mpicoll
+    does not slice into blocks)."""
+    if not hasattr(buf, "dtype"):
+        raise _Fallback("a device buffer other than a CuPy array")
+    return buf
 
 
 def _whole_blocks(size: int, p: int) -> int:
@@ -544,7 +554,7 @@ def _packed(spec: Any, p: int) -> tuple[Any, tuple[int, ...]]:
         if len(rest) > 2:
             raise _Fallback("a buffer spec mpicoll does not read")
         counts, displs = (rest + [None, None])[:2]
-    recv = _buffer(buf if datatype is None else [buf, datatype], writeable=True)
+    recv = _array(_buffer(buf if datatype is None else [buf, datatype], writeable=True))
     sizes = (_whole_blocks(recv.size, p),) * p if counts is None else _counts(counts, p)
     packed = list(itertools.accumulate(sizes, initial=0))[:-1]
     if displs is not None:
