@@ -11,7 +11,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("collective", "ops", "schedule", "local", "timing", "objects", "codecs", "codecs.*")),
     ("plans", ("algorithm", "algorithm.base", "algorithm.registry", "algorithm.ring",
                "algorithm.compressed_ring", "algorithm.tree", "algorithm.recursive_doubling",
-               "algorithm.rabenseifner", "algorithm.hybrid", "algorithm.node_leaders",
+               "algorithm.rabenseifner", "algorithm.bruck", "algorithm.hybrid", "algorithm.node_leaders",
                "algorithm.shm")),
     ("model", ("costmodel", "simulate", "tuning", "algorithm.select")),
     ("runtime", ("topology", "transport", "node_window", "check", "watchdog", "trials", "engine",

@@ -13,6 +13,7 @@ from .algorithm import ring
 from .algorithm import tree
 from .algorithm import recursive_doubling
 from .algorithm import rabenseifner
+from .algorithm import bruck
 from .algorithm import hybrid
 from .algorithm import sparse_auto
 from .algorithm import sparse_allgather
@@ -27,6 +28,7 @@ register(ring.ALGORITHM)
 register(tree.ALGORITHM)
 register(recursive_doubling.ALGORITHM)
 register(rabenseifner.ALGORITHM)
+register(bruck.ALGORITHM)
 register(hybrid.ALGORITHM)
 register(sparse_auto.ALGORITHM)
 register(sparse_allgather.ALGORITHM)

@@ -43,19 +43,20 @@ def test_unknown_collective_says_which_exist():
 
 def test_the_registry_finds_algorithms_by_collective():
     """Allreduce is the default collective; ring and native run allgather and reduce_scatter
-    too, the others allreduce only; asking a collective for an algorithm that does not run it says
-    which do."""
+    too, rd and bruck allgather, rabenseifner reduce_scatter, the others allreduce only (bruck
+    not allreduce); asking a collective for an algorithm that does not run it says which do."""
     assert names() == names(collective="allreduce") == tuple(a.name for a in registered())
     assert mpicoll.algorithms() == names() + ("auto",) == mpicoll.algorithms("allreduce")
+    assert "bruck" not in names()
     assert {a.name for a in registered(None) if a.collectives != {"allreduce"}} == \
-        {"ring", "native"}
-    for blocks in ("allgather", "reduce_scatter"):
-        assert names(collective=blocks) == ("ring", "native") == \
-            tuple(a.name for a in registered(blocks))
-        assert mpicoll.algorithms(blocks) == ("ring", "native", "auto")
+        {"ring", "native", "rd", "rabenseifner", "bruck"}
+    for blocks, runs in (("allgather", ("ring", "rd", "bruck", "native")),
+                         ("reduce_scatter", ("ring", "rabenseifner", "native"))):
+        assert names(collective=blocks) == runs == tuple(a.name for a in registered(blocks))
+        assert mpicoll.algorithms(blocks) == runs + ("auto",)
         assert get("native", blocks) is get("native")
         with pytest.raises(UnknownAlgorithmError, match=f"{blocks} has no algorithm 'tree'"
-                                                        ".*'ring', 'native', 'auto'"):
+                                                        f".*{', '.join(map(repr, runs))}, 'auto'"):
             get("tree", blocks)
     for rooted in ("bcast", "reduce"):
         assert names(collective=rooted) == () and mpicoll.algorithms(rooted) == ()

@@ -12,13 +12,17 @@ for both and hands the result back at the end: two more rounds of n for those ra
 The lower block of ranks is always the left operand, in the fold too, so every rank evaluates
 the same balanced expression over ranks in order: the op need not be commutative, and all ranks
 end with the same bits.
+
+The same rounds, with blocks instead of sums, are an ``allgather``: lg p′ rounds in which the
+blocks a rank holds double (:func:`allgather`), ranks beyond a power of two folded in alike.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
-from ..schedule import Builder, BufferName, Recv, Reduce, Region, Send
+from ..schedule import Builder, BufferName, Copy, Recv, Reduce, Region, Send
 from .base import Algorithm, Frames, Layout, Options
 
 
@@ -103,11 +107,56 @@ def folded(b: Builder, layout: Layout, count: int, src: BufferName,
     fold_out(b, layout.rank, rem, count)
 
 
+def represented(folded: int, rem: int) -> tuple[int, int]:
+    """The ranks ``[first, stop)`` that take part as ``folded``: an even rank that folded and
+    the odd one above it, or one rank."""
+    return (2 * folded, 2 * folded + 2) if folded < rem else (folded + rem, folded + rem + 1)
+
+
+def allgather(b: Builder, layout: Layout, count: int, options: Options, src: BufferName
+              ) -> None:
+    """Recursive-doubling allgather, blocks in place in ``recv``: the ranks beyond a power of
+    two fold in (each even rank of the first 2·rem hands its block to the odd one above it,
+    which takes part for both), lg p′ rounds double the blocks each holds, lowest bit first,
+    and the odd ranks hand the whole result back."""
+    p, rank = layout.size, layout.rank
+    sizes = options.counts or (count,) * p
+    starts = list(itertools.accumulate(sizes, initial=0))
+    pof2 = folded_size(p)
+    rem = p - pof2
+
+    def blocks(first: int, stop: int) -> Region:
+        return Region("recv", starts[first], starts[stop])
+
+    def of(folded_first: int, folded_stop: int) -> Region:
+        return blocks(represented(folded_first, rem)[0], represented(folded_stop - 1, rem)[1])
+
+    with b.phase("allgather"):
+        b.round(local=[Copy(blocks(rank, rank + 1), Region(src, 0, count))])
+        if rank < 2 * rem and sizes[rank - rank % 2]:  # the fold: the even rank's block
+            b.round([Send(rank + 1, blocks(rank, rank + 1)) if rank % 2 == 0
+                     else Recv(rank - 1, blocks(rank - 1, rank))])
+        me = folded_rank(rank, rem)
+        for mask in masks(pof2) if me is not None else ():
+            partner = me ^ mask
+            mine, theirs = of(me & -mask, (me & -mask) + mask), \
+                of(partner & -mask, (partner & -mask) + mask)
+            peer = real_rank(partner, rem)
+            b.round([*([Recv(peer, theirs)] if len(theirs) else []),
+                     *([Send(peer, mine)] if len(mine) else [])])
+        if rank < 2 * rem and starts[-1]:  # the whole result back to each even rank
+            whole = Region("recv", 0, starts[-1])
+            b.round([Recv(rank + 1, whole) if rank % 2 == 0 else Send(rank - 1, whole)])
+
+
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
+    if options.collective == "allgather":
+        allgather(b, layout, count, options, src)
+        return
     folded(b, layout, count, src,
            lambda me, rem, pof2, contribution: exchange(b, me, rem, pof2, count, contribution))
 
 
 ALGORITHM = Algorithm("rd", "recursive doubling: lg p exchanges of the whole vector, for small messages",
-                      plan=plan)
+                      plan=plan, collectives=frozenset({"allreduce", "allgather"}))

@@ -7,6 +7,8 @@ Every test makes the same collective calls on every rank and asserts only afterw
 small integers (powers of two for products): every reduction order gives MPI's bits exactly.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 from helpers import MPI_OPS, WORLD, assert_agreed, data, digest
@@ -19,7 +21,11 @@ from mpicoll.algorithm import native
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
 OPS = ["sum", "prod", "min", "max"]
-ALGORITHMS = mpicoll.algorithms("allgather")  # (and reduce_scatter's: the same)
+GATHER = mpicoll.algorithms("allgather")
+SCATTER = mpicoll.algorithms("reduce_scatter")
+PAIRS = list(itertools.zip_longest(GATHER, SCATTER, fillvalue="auto"))
+"""An allgather algorithm beside a reduce_scatter one, for cases that run both: each of both
+collectives' algorithms in some pair."""
 
 
 def counts(p):
@@ -72,14 +78,14 @@ def comms():
     return [("world", WORLD, False), ("split", split, True)]
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("gather", GATHER)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_allgather_is_mpis(dtype, algorithm):
+def test_allgather_is_mpis(dtype, gather):
     problems, results = [], []
     for name, comm, free in comms():
         for n in counts(comm.Get_size()):
             x = data(comm, n, dtype, "sum")
-            out = mpicoll.allgather(x, comm=comm, algorithm=algorithm)
+            out = mpicoll.allgather(x, comm=comm, algorithm=gather)
             compare(comm, problems, f"{name} n={n}", out, reference(comm, "allgather", x))
             if name == "world":
                 results.append(digest(out))
@@ -88,9 +94,9 @@ def test_allgather_is_mpis(dtype, algorithm):
     assert_agreed(WORLD, problems, np.frombuffer("".join(results).encode(), np.uint8))
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("scatter", SCATTER)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_reduce_scatter_is_mpis(dtype, algorithm):
+def test_reduce_scatter_is_mpis(dtype, scatter):
     problems = []
     for name, comm, free in comms():
         p = comm.Get_size()
@@ -99,7 +105,7 @@ def test_reduce_scatter_is_mpis(dtype, algorithm):
                 x = data(comm, n * p, dtype, op)
                 out = np.full(n, 7, dtype)
                 result = mpicoll.reduce_scatter(x, out, op=MPI_OPS[op] if n % 2 else op,
-                                                comm=comm, algorithm=algorithm)
+                                                comm=comm, algorithm=scatter)
                 if result is not out:
                     problems.append("the result is not recvbuf")
                 compare(comm, problems, f"{name} {op} n={n}", out,
@@ -109,9 +115,9 @@ def test_reduce_scatter_is_mpis(dtype, algorithm):
     assert_agreed(WORLD, problems, np.zeros(1))
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("gather, scatter", PAIRS)
 @pytest.mark.parametrize("dtype", ["i1", "u4", "i8", "f2", "f8", "c16"])
-def test_uneven_counts_and_in_place_are_mpis(dtype, algorithm):
+def test_uneven_counts_and_in_place_are_mpis(dtype, gather, scatter):
     """counts= (Allgatherv, Reduce_scatter) with zeros among them, and in place (MPI.IN_PLACE
     or recvbuf itself as sendbuf) with equal and uneven blocks, on COMM_WORLD and a split."""
     problems, results = [], []
@@ -122,12 +128,12 @@ def test_uneven_counts_and_in_place_are_mpis(dtype, algorithm):
             start = sum(blocks[:me])
             x = data(comm, blocks[me], dtype, "sum", seed)
             ref = reference(comm, "allgather", x, counts=blocks)
-            out = mpicoll.allgather(x, comm=comm, algorithm=algorithm, counts=blocks)
+            out = mpicoll.allgather(x, comm=comm, algorithm=gather, counts=blocks)
             compare(comm, problems, f"{name} allgatherv {blocks}", out, ref)
             whole = np.full(sum(blocks), 9, dtype)
             whole[start:start + blocks[me]] = x
             in_place = MPI.IN_PLACE if seed % 2 else whole
-            if mpicoll.allgather(in_place, whole, comm=comm, algorithm=algorithm,
+            if mpicoll.allgather(in_place, whole, comm=comm, algorithm=gather,
                                  counts=blocks) is not whole:
                 problems.append("in place: the result is not recvbuf")
             compare(comm, problems, f"{name} allgatherv in place {blocks}", whole, ref)
@@ -136,54 +142,54 @@ def test_uneven_counts_and_in_place_are_mpis(dtype, algorithm):
             for op in ops_for(dtype):
                 y = data(comm, sum(blocks), dtype, op, seed)
                 ref = reference(comm, "reduce_scatter", y, op, blocks)
-                out = mpicoll.reduce_scatter(y, op=op, comm=comm, algorithm=algorithm,
+                out = mpicoll.reduce_scatter(y, op=op, comm=comm, algorithm=scatter,
                                              counts=blocks)
                 compare(comm, problems, f"{name} reduce_scatter {op} {blocks}", out, ref)
                 mpicoll.reduce_scatter(MPI.IN_PLACE if seed % 2 else y, y, op=op, comm=comm,
-                                       algorithm=algorithm, counts=blocks)
+                                       algorithm=scatter, counts=blocks)
                 compare(comm, problems, f"{name} reduce_scatter in place {op} {blocks}",
                         y[:blocks[me]], ref)
         for n in counts(p)[-2:]:  # equal blocks in place: MPI_Allgather, MPI_Reduce_scatter_block
             x = data(comm, n, dtype, "sum")
             whole = np.zeros(n * p, dtype)
             whole[me * n:(me + 1) * n] = x
-            mpicoll.allgather(MPI.IN_PLACE, whole, comm=comm, algorithm=algorithm)
+            mpicoll.allgather(MPI.IN_PLACE, whole, comm=comm, algorithm=gather)
             compare(comm, problems, f"{name} allgather in place n={n}", whole,
                     reference(comm, "allgather", x))
             op = ops_for(dtype)[-1]
             y = data(comm, n * p, dtype, op)
             ref = reference(comm, "reduce_scatter", y, op)
-            mpicoll.reduce_scatter(y, y, op=op, comm=comm, algorithm=algorithm)
+            mpicoll.reduce_scatter(y, y, op=op, comm=comm, algorithm=scatter)
             compare(comm, problems, f"{name} reduce_scatter in place n={n}", y[:n], ref)
         if free:
             comm.Free()
     assert_agreed(WORLD, problems, np.frombuffer("".join(results).encode(), np.uint8))
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_about_a_mebibyte_and_any_shape(algorithm):
+@pytest.mark.parametrize("gather, scatter", PAIRS)
+def test_about_a_mebibyte_and_any_shape(gather, scatter):
     """About 1 MiB per rank, in shapes other than flat (as MPI: the elements in memory order)."""
     p = WORLD.Get_size()
     x = data(WORLD, 1 << 18, "f4", "sum").reshape(512, -1)
     gathered = np.empty((p, 1 << 18), "f4")
-    mpicoll.allgather(x, gathered, algorithm=algorithm)
+    mpicoll.allgather(x, gathered, algorithm=gather)
     problems = []
     compare(WORLD, problems, "allgather 1 MiB", gathered, reference(WORLD, "allgather", x.ravel()))
     y = data(WORLD, p << 16, "f8", "sum").reshape(p, -1, order="F")
-    out = mpicoll.reduce_scatter(y, algorithm=algorithm)
+    out = mpicoll.reduce_scatter(y, algorithm=scatter)
     compare(WORLD, problems, "reduce_scatter 512 KiB", out,
             reference(WORLD, "reduce_scatter", y.ravel(order="F"), "sum"))
     assert_agreed(WORLD, problems, gathered)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_persistent_started_ten_times(algorithm):
+@pytest.mark.parametrize("gather, scatter", PAIRS)
+def test_persistent_started_ten_times(gather, scatter):
     """allgather_init and reduce_scatter_init: each start reads sendbuf as it is then."""
     p, problems = WORLD.Get_size(), []
     x, y = np.zeros(5, "i8"), np.zeros(3 * p, "f8")
     gathered, scattered = np.empty(5 * p, "i8"), np.empty(3, "f8")
-    with mpicoll.allgather_init(x, gathered, algorithm=algorithm) as ag, \
-            mpicoll.reduce_scatter_init(y, scattered, op="max", algorithm=algorithm) as rs:
+    with mpicoll.allgather_init(x, gathered, algorithm=gather) as ag, \
+            mpicoll.reduce_scatter_init(y, scattered, op="max", algorithm=scatter) as rs:
         for start in range(10):
             x[:] = data(WORLD, 5, "i8", "sum", seed=start)
             y[:] = data(WORLD, 3 * p, "f8", "max", seed=start)
@@ -198,8 +204,8 @@ def test_persistent_started_ten_times(algorithm):
     assert_agreed(WORLD, problems, gathered)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_persistent_uneven_and_in_place_started_ten_times(algorithm):
+@pytest.mark.parametrize("gather, scatter", PAIRS)
+def test_persistent_uneven_and_in_place_started_ten_times(gather, scatter):
     """allgather_init and reduce_scatter_init with counts, in place: each start reads the
     input as it is then (MPI_Allgatherv_init, MPI_Reduce_scatter_init for native)."""
     me, problems = WORLD.Get_rank(), []
@@ -207,9 +213,9 @@ def test_persistent_uneven_and_in_place_started_ten_times(algorithm):
     start = sum(blocks[:me])
     gathered, scattered = np.empty(sum(blocks), "i4"), np.empty(sum(blocks), "f4")
     with mpicoll.allgather_init(MPI.IN_PLACE, gathered, counts=blocks,
-                                algorithm=algorithm) as ag, \
+                                algorithm=gather) as ag, \
             mpicoll.reduce_scatter_init(scattered, scattered, counts=blocks, op="min",
-                                        algorithm=algorithm) as rs:
+                                        algorithm=scatter) as rs:
         for round_ in range(10):
             x = data(WORLD, blocks[me], "i4", "sum", seed=round_)
             gathered[start:start + blocks[me]] = x
@@ -226,9 +232,9 @@ def test_persistent_uneven_and_in_place_started_ten_times(algorithm):
     assert_agreed(WORLD, problems, gathered)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("gather, scatter", PAIRS)
 @pytest.mark.parametrize("order", ["allreduce first", "theirs first"])
-def test_nonblocking_beside_an_allreduce_in_flight(order, algorithm):
+def test_nonblocking_beside_an_allreduce_in_flight(order, gather, scatter):
     """iallgather and ireduce_scatter with an iallreduce in flight, completed in either order."""
     p, problems = WORLD.Get_size(), []
     x = data(WORLD, 1000, "f8", "sum")
@@ -236,9 +242,9 @@ def test_nonblocking_beside_an_allreduce_in_flight(order, algorithm):
     blocks = uneven(WORLD, 3, most=2000)
     z = data(WORLD, sum(blocks), "f8", "sum")
     reduced = mpicoll.iallreduce(x, algorithm="ring")
-    gathered = mpicoll.iallgather(x, algorithm=algorithm)
-    scattered = mpicoll.ireduce_scatter(y, algorithm=algorithm)
-    scattered_v = mpicoll.ireduce_scatter(z, algorithm=algorithm, counts=blocks)
+    gathered = mpicoll.iallgather(x, algorithm=gather)
+    scattered = mpicoll.ireduce_scatter(y, algorithm=scatter)
+    scattered_v = mpicoll.ireduce_scatter(z, algorithm=scatter, counts=blocks)
     requests = [reduced, gathered, scattered, scattered_v]
     for request in (requests if order == "allreduce first" else requests[::-1]):
         request.wait()
