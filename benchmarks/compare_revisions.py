@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mpicoll.bench import table
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ["-m", "8:16M", "-f", "8", "-i", "25", "-a", "ring,tree,hybrid,auto"]
 CALLS = ["-m", "8:1M", "-f", "8", "-i", "25", "-a", "auto,native"]
@@ -41,7 +43,7 @@ def bench(tree: Path, ranks: int, args: list[str], calls: bool = False, time: bo
         ["-m", "mpicoll", "bench", "--no-progress"]
     out = subprocess.run([str(mpiexec), "-n", str(ranks), sys.executable, *tool, *args],
                          cwd=tree, env=env, check=True, capture_output=True, text=True).stdout
-    rows = [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+    rows = table(out.splitlines())  # (bench: allreduce's section)
     if calls:  # size, algorithm, kind, ran, time, mpi, vs-mpi, ...: MPI's own of that kind
         return {(int(r[0]), f"{r[1]}/{r[2]}"): float(r[6]) for r in rows if r[6] != "-"}
     return {(int(r[0]), r[4]): float(r[7] if time else r[11]) for r in rows}

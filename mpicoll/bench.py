@@ -1,11 +1,15 @@
-"""Side-by-side benchmark: mpicoll's algorithms against the MPI library's own Allreduce.
+"""Side-by-side benchmark: mpicoll's algorithms against the MPI library's own collective.
 
-Method (the rules in docs/measuring.md): for each size, every repetition runs native
-``Allreduce`` and each algorithm once, in a new (seeded) order per repetition, each after a
-barrier; a sample is the slowest rank's time. The figure of merit is the median over
-repetitions of (algorithm time / native time in the same repetition), which survives the drift
-of a shared machine. busbw follows nccl-tests: algbw · 2(p-1)/p. ``#wrong`` counts elements
-that differ from native's result on exact-valued data, so it must be 0.
+Method (the rules in docs/measuring.md): for each collective and size, every repetition runs
+MPI's own call (``Allreduce``, ``Allgather``, ``Reduce_scatter_block``) and each algorithm
+once, in a new (seeded) order per repetition, each after a barrier; a sample is the slowest
+rank's time. The figure of merit is the median over repetitions of (algorithm time / native
+time in the same repetition), which survives the drift of a shared machine. Sizes and
+bandwidths follow nccl-tests: size is the larger of a rank's send and receive buffers (an
+allgather's result, a reduce_scatter's input: a block per rank), algbw = size / time, busbw =
+algbw · the collective's factor (2(p-1)/p for allreduce, (p-1)/p for allgather and
+reduce_scatter). ``#wrong`` counts elements that differ from native's result on exact-valued
+data, so it must be 0.
 
 With codecs (``-c fp16,int8,topk``) every algorithm also runs compressed, on normally
 distributed data (a codec's error on small integers says nothing), and ``error`` is the relative
@@ -16,20 +20,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeAlias, Union
+from typing import Any, Callable, Iterable, TypeAlias, Union
 
 import numpy as np
 from mpi4py import MPI
 
-from . import api, codecs, collective, context, ops, timing
+from . import api, blockwise, codecs, collective, context, ops, timing
 from . import algorithm as algorithms_
 from .algorithm import registry, select
 from .progress import Progress
 
-__all__ = ["Settings", "run", "parse_size", "size_range", "ROW_DTYPE", "format_size"]
+__all__ = ["Settings", "run", "parse_size", "size_range", "ROW_DTYPE", "format_size", "table"]
 
 ROW_DTYPE = np.dtype([
-    ("run", "i4"), ("size", "i8"), ("count", "i8"), ("dtype", "S16"), ("op", "S8"),
+    ("run", "i4"), ("collective", "S16"), ("size", "i8"), ("count", "i8"), ("dtype", "S16"), ("op", "S8"),
     ("algorithm", "S16"), ("ran", "S16"), ("codec", "S32"), ("ranks", "i4"), ("nodes", "i4"),
     ("iters", "i4"), ("time_us", "f8"), ("min_us", "f8"), ("max_us", "f8"), ("native_us", "f8"),
     ("ratio", "f8"), ("algbw", "f8"), ("busbw", "f8"), ("wrong", "i8"), ("error", "f8"),
@@ -53,6 +57,7 @@ class Settings:
     check: bool = True
     codecs: list[str] = field(default_factory=list)  # names, "+ef" for error feedback; "none" = plain
     sample_seconds: float = TARGET_SAMPLE_SECONDS  # a sample repeats a small call this long
+    collectives: list[str] = field(default_factory=lambda: [collective.ALLREDUCE.name])
 
     @property
     def methods(self) -> list[tuple[str, str]]:
@@ -65,14 +70,25 @@ class Settings:
         """(algorithm, codec) pairs asked for that cannot run."""
         return [pair for pair in self._pairs() if not _runs(*pair)]
 
+    def methods_for(self, which: collective.Collective) -> list[tuple[str, str]]:
+        """The methods that run ``which``: allreduce's :attr:`methods`; for another collective
+        each algorithm asked for that plans it, without a codec (none is built for them)."""
+        if which is collective.ALLREDUCE:
+            return self.methods
+        runs = algorithms_.names(collective=which.name) + (registry.AUTO,)
+        return [(a, "") for a in dict.fromkeys(self.algorithms) if a in runs]
+
     def _pairs(self) -> list[tuple[str, str]]:
-        return [(a, "" if c == "none" else c) for c in (self.codecs or ["none"]) for a in self.algorithms]
+        """allreduce's (algorithm, codec) pairs (algorithms of other collectives only left out)."""
+        allreduce = algorithms_.names() + (registry.AUTO,)
+        return [(a, "" if c == "none" else c) for c in (self.codecs or ["none"])
+                for a in self.algorithms if a in allreduce]
 
 
 def _runs(algorithm_name: str, spec: str) -> bool:
     """Whether ``algorithm=algorithm_name`` runs with codec ``spec`` ("" for none)."""
-    if algorithm_name not in algorithms_.names():
-        return True  # "auto", or unknown: run() refuses the latter with a clear error
+    if algorithm_name == registry.AUTO:
+        return True
     return select.accepts(algorithms_.get(algorithm_name), select.codec_kind(codecs.parse(spec)))
 
 
@@ -124,67 +140,107 @@ def exact_input(count: int, dtype: np.dtype, op: str, rank: int) -> np.ndarray:
 
 def run(settings: Settings, comm: MPI.Intracomm, *, progress: bool = True,
         emit: Callable[[str], object] = print) -> np.ndarray:
-    """Measure every size and algorithm; rank 0 emits table lines and gets the rows (others: empty)."""
+    """Measure every collective, size and algorithm; rank 0 emits table lines and gets the
+    rows (others: empty)."""
     dtype = np.dtype(settings.dtype)
     op = ops.resolve(settings.op)
     ops.check_dtype(dtype, op)
+    which_all = [collective.get(name) for name in settings.collectives]
+    known = tuple(dict.fromkeys(name for which in which_all
+                                for name in algorithms_.names(collective=which.name)))
     for name in settings.algorithms:
-        if name not in api.algorithms_available():
-            raise ValueError(f"unknown algorithm {name!r}; choose from {api.algorithms_available()}")
+        if name not in known + (registry.AUTO,):
+            raise ValueError(f"unknown algorithm {name!r} for {', '.join(settings.collectives)}; "
+                             f"choose from {known + (registry.AUTO,)}")
     codec_of = {method: codecs.parse(method[1]) for method in settings.methods}  # state: own each
     for method, codec in codec_of.items():  # refuse what cannot run before measuring anything
         api.check_codec(codec, dtype, op, method[0])
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
     nodes = len(context.of(comm).layout.nodes)  # collective on first use: every rank, now
-    bar = Progress(len(settings.sizes) * len(settings.methods), enabled=root and progress)
+    averages = op.average and which_all != [collective.ALLREDUCE]  # (avg: allreduce's only)
+    runs = {which: [] if which.reduces and averages and which is not collective.ALLREDUCE
+            else settings.methods_for(which) for which in which_all}
+    bar = Progress(len(settings.sizes) * sum(1 for methods in runs.values() if methods),
+                   enabled=root and progress)
     rows = []
+
+    def show(row: tuple) -> None:
+        if root:
+            bar.clear()
+            emit(format_row(row))
+
     if root:
         emit(header(settings, comm, nodes))
-    for nbytes in settings.sizes:
-        count = max(1, nbytes // dtype.itemsize)
-        exact = exact_input(count, dtype, op.name, rank)
-        lossy = np.random.default_rng(rank).standard_normal(count).astype(dtype)
-        reference = np.empty_like(lossy)
-        _native(comm, lossy, reference, op)()
-        out: dict[Method, np.ndarray] = {NATIVE: np.empty_like(exact)}
-        calls: dict[Method, Callable[[], object]] = {NATIVE: _native(comm, exact, out[NATIVE], op)}
-        for method in settings.methods:
-            x = lossy if method[1] else exact
-            out[method] = np.empty_like(x)
-            calls[method] = _call(x, out[method], op, method[0], codec_of[method], comm)
-            if method[0] == registry.AUTO and not method[1]:  # its trials first: the steady state
-                for _ in range(api.trials_left(x, op=op, comm=comm)):
-                    calls[method]()
-        samples = measure(comm, calls, settings)
-        for algorithm, spec in settings.methods:
-            result = out[(algorithm, spec)]
-            if spec or op.average:  # lossy, or divided before summing: no exact answer to match
-                wrong, error = -1, _relative_error(result, reference if spec else out[NATIVE])
-            else:
-                wrong = int(np.count_nonzero(result != out[NATIVE])) if settings.check else -1
-                error = _relative_error(result, out[NATIVE])
-            wrong = comm.allreduce(wrong, op=MPI.MAX)
-            error = comm.allreduce(error, op=MPI.MAX)
-            ran = api.choose_algorithm(exact, op=op, algorithm=algorithm, comm=comm,
-                                       codec=codec_of[(algorithm, spec)])
-            if select.codec_kind(codec_of[(algorithm, spec)]) == "sparse":  # the frames set the
-                with timing.recording() as rec:  # course call by call: what did the last run?
-                    calls[(algorithm, spec)]()
-                ran = rec.records[-1].algorithm
-            row = _row(settings, exact, algorithm, ran, spec, samples[(algorithm, spec)],
-                       samples[NATIVE], size, nodes, wrong, error)
-            rows.append(row)
-            if root:
-                bar.clear()
-                emit(format_row(row))
-            bar.step(f"{format_size(exact.nbytes)} {algorithm} {spec}")
+    for which, methods in runs.items():
+        if root:
+            emit(f"# {which.name}: against MPI_{which.mpi}; "
+                 + (", ".join(a + (f" {c}" if c else "") for a, c in methods) if methods else
+                    f"not run (op {op.name} is allreduce's only)" if which.reduces and averages
+                    else "not run (no algorithm asked for runs it)"))
+        for nbytes in settings.sizes if methods else ():
+            rows += _size(settings, which, methods, nbytes, codec_of, comm, nodes, op, show)
+            bar.step(f"{which.name} {format_size(nbytes)}")
     bar.close()
     return np.array(rows, ROW_DTYPE) if root else np.empty(0, ROW_DTYPE)
 
 
-def _native(comm: MPI.Intracomm, x: np.ndarray, out: np.ndarray, op: ops.Op) -> Callable[[], object]:
-    """MPI's own Allreduce; MPI has no average, so an average is its sum divided by p."""
+def _size(settings: Settings, which: collective.Collective, methods: list[tuple[str, str]],
+          nbytes: int, codec_of: dict, comm: MPI.Intracomm, nodes: int, op: ops.Op,
+          emit: Callable[[tuple], object]) -> list[tuple]:
+    """The rows of one collective at one size: a block per rank where the buffers hold one
+    (the size is then the larger buffer, as nccl-tests counts it)."""
+    dtype, rank, p = np.dtype(settings.dtype), comm.Get_rank(), comm.Get_size()
+    blocks = p if which.sends_all or which.receives_all else 1
+    n = max(1, nbytes // dtype.itemsize // blocks)
+    sends, receives = which.counts(n, p)
+    exact = exact_input(sends, dtype, op.name, rank)
+    lossy = np.random.default_rng(rank).standard_normal(sends).astype(dtype)
+    reference = np.empty(receives, dtype)
+    if any(spec for _, spec in methods):
+        _native(comm, which, lossy, reference, op)()
+    out: dict[Method, np.ndarray] = {NATIVE: np.empty(receives, dtype)}
+    calls: dict[Method, Callable[[], object]] = {NATIVE: _native(comm, which, exact,
+                                                                 out[NATIVE], op)}
+    for method in methods:
+        x = lossy if method[1] else exact
+        out[method] = np.empty(receives, dtype)
+        calls[method] = _call(which, x, out[method], op, method[0], codec_of.get(method), comm)
+        if which is collective.ALLREDUCE and method[0] == registry.AUTO and not method[1]:
+            for _ in range(api.trials_left(x, op=op, comm=comm)):  # its trials first: the
+                calls[method]()  # steady state
+    samples = measure(comm, calls, settings)
+    rows = []
+    for algorithm, spec in methods:
+        result = out[(algorithm, spec)]
+        if spec or op.average:  # lossy, or divided before summing: no exact answer to match
+            wrong, error = -1, _relative_error(result, reference if spec else out[NATIVE])
+        else:
+            wrong = int(np.count_nonzero(result != out[NATIVE])) if settings.check else -1
+            error = _relative_error(result, out[NATIVE])
+        wrong = comm.allreduce(wrong, op=MPI.MAX)
+        error = comm.allreduce(error, op=MPI.MAX)
+        codec = codec_of.get((algorithm, spec))
+        if which is collective.ALLREDUCE and select.codec_kind(codec) != "sparse":
+            ran = api.choose_algorithm(exact, op=op, algorithm=algorithm, comm=comm, codec=codec)
+        else:  # what ran is the call's (sparse frames set the course call by call)
+            with timing.recording() as rec:
+                calls[(algorithm, spec)]()
+            ran = rec.records[-1].algorithm
+        row = _row(settings, which, n, algorithm, ran, spec, samples[(algorithm, spec)],
+                   samples[NATIVE], p, nodes, wrong, error)
+        rows.append(row)
+        emit(row)
+    return rows
+
+
+def _native(comm: MPI.Intracomm, which: collective.Collective, x: np.ndarray, out: np.ndarray,
+            op: ops.Op) -> Callable[[], object]:
+    """MPI's own call of ``which``; MPI has no average, so an average is its sum divided by p."""
+    if which is collective.ALLGATHER:
+        return lambda: comm.Allgather(x, out)
+    if which is collective.REDUCE_SCATTER:
+        return lambda: comm.Reduce_scatter_block(x, out, op=op.mpi)
     if op.average:
         def call() -> None:
             comm.Allreduce(x, out, op=op.mpi)
@@ -193,8 +249,13 @@ def _native(comm: MPI.Intracomm, x: np.ndarray, out: np.ndarray, op: ops.Op) -> 
     return lambda: comm.Allreduce(x, out, op=op.mpi)
 
 
-def _call(x: np.ndarray, out: np.ndarray, op: ops.Op, algorithm: str, codec: api.AnyCodec | None,
-          comm: MPI.Intracomm) -> Callable[[], object]:
+def _call(which: collective.Collective, x: np.ndarray, out: np.ndarray, op: ops.Op,
+          algorithm: str, codec: api.AnyCodec | None, comm: MPI.Intracomm
+          ) -> Callable[[], object]:
+    if which is collective.ALLGATHER:
+        return lambda: blockwise.allgather(x, out, algorithm=algorithm, comm=comm)
+    if which is collective.REDUCE_SCATTER:
+        return lambda: blockwise.reduce_scatter(x, out, op=op, algorithm=algorithm, comm=comm)
     return lambda: api.allreduce(x, out, op=op, algorithm=algorithm, comm=comm, codec=codec)
 
 
@@ -205,15 +266,22 @@ def _relative_error(result: np.ndarray, reference: np.ndarray) -> float:
 
 
 def record_phases(settings: Settings, comm: MPI.Intracomm) -> list[timing.Record]:
-    """One recorded call per (size, method): where the time goes, phase by phase."""
-    dtype = np.dtype(settings.dtype)
+    """One recorded call per (collective, size, method): where the time goes, phase by phase."""
+    dtype, p = np.dtype(settings.dtype), comm.Get_size()
+    op = ops.resolve(settings.op)
     with timing.recording() as rec:
-        for nbytes in settings.sizes:
-            x = exact_input(max(1, nbytes // dtype.itemsize), dtype, settings.op, comm.Get_rank())
-            for algorithm, spec in settings.methods:
-                comm.Barrier()
-                api.allreduce(x, op=settings.op, algorithm=algorithm, comm=comm,
-                              codec=codecs.parse(spec))
+        for which in map(collective.get, settings.collectives):
+            if which.reduces and op.average and which is not collective.ALLREDUCE:
+                continue
+            for nbytes in settings.sizes:
+                blocks = p if which.sends_all or which.receives_all else 1
+                n = max(1, nbytes // dtype.itemsize // blocks)
+                sends, receives = which.counts(n, p)
+                x = exact_input(sends, dtype, settings.op, comm.Get_rank())
+                for algorithm, spec in settings.methods_for(which):
+                    comm.Barrier()
+                    _call(which, x, np.empty(receives, dtype), op, algorithm,
+                          codecs.parse(spec), comm)()
     return rec.records
 
 
@@ -252,14 +320,18 @@ def _inner_repeats(comm: MPI.Intracomm, call: Callable[[], object], seconds: flo
     return int(min(1000, max(1, seconds // max(once, 1e-7))))
 
 
-def _row(settings: Settings, x: np.ndarray, name: str, ran: str, codec: str, times: np.ndarray,
-         native: np.ndarray, size: int, nodes: int, wrong: int, error: float) -> tuple:
+def _row(settings: Settings, which: collective.Collective, n: int, name: str, ran: str,
+         codec: str, times: np.ndarray, native: np.ndarray, size: int, nodes: int, wrong: int,
+         error: float) -> tuple:
+    """A table row: ``n`` elements a block (count), the size and bandwidths as nccl-tests'."""
     median = float(np.median(times))
-    algbw = x.nbytes / median / 1e9
-    return (0, x.nbytes, x.size, x.dtype.name, settings.op, name, ran, codec, size, nodes,
-            settings.iters, median * 1e6, times.min() * 1e6, times.max() * 1e6,
-            float(np.median(native)) * 1e6, float(np.median(times / native)),
-            algbw, algbw * collective.ALLREDUCE.bus_factor(size), wrong, error)
+    dtype = np.dtype(settings.dtype)
+    nbytes = which.nbytes(n, size, dtype.itemsize)
+    algbw = nbytes / median / 1e9
+    return (0, which.name, nbytes, n, dtype.name, settings.op if which.reduces else "", name,
+            ran, codec, size, nodes, settings.iters, median * 1e6, times.min() * 1e6,
+            times.max() * 1e6, float(np.median(native)) * 1e6, float(np.median(times / native)),
+            algbw, algbw * which.bus_factor(size), wrong, error)
 
 
 COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "ran", "codec", "time(us)",
@@ -286,10 +358,23 @@ def header(settings: Settings, comm: MPI.Intracomm, nodes: int) -> str:
 
 
 def format_row(row: Any) -> str:
-    (_, nbytes, count, dtype, op, name, ran, codec, _, _, _, t, _, _, native, ratio, algbw, busbw,
-     wrong, error) = row
-    return cells((nbytes, count, dtype, op, name, ran, codec or "-", f"{t:.1f}", f"{algbw:.3f}",
+    """A row of the table (the collective: the section it is printed in)."""
+    (_, _, nbytes, count, dtype, op, name, ran, codec, _, _, _, t, _, _, native, ratio, algbw,
+     busbw, wrong, error) = row
+    return cells((nbytes, count, dtype, op or "-", name, ran, codec or "-", f"{t:.1f}", f"{algbw:.3f}",
                   f"{busbw:.3f}", f"{native:.1f}", f"{ratio:.2f}", wrong, f"{error:.1e}"))
+
+
+def table(lines: Iterable[str], which: str = "allreduce") -> list[list[str]]:
+    """The cells of each row of ``which``'s section of a table bench printed (a table printed
+    before bench had sections, or simulate's: every row allreduce's)."""
+    rows, section = [], collective.ALLREDUCE.name
+    for line in lines:
+        if line.startswith("# ") and ": against MPI_" in line:
+            section = line[2:].split(":")[0]
+        elif line.strip() and not line.startswith("#") and section == which:
+            rows.append(line.split())
+    return rows
 
 
 def cells(values: tuple) -> str:

@@ -82,9 +82,8 @@ def tag_bits(count: int | tuple[int, ...], rest: tuple) -> int:
         dtype, op, algorithm, codec, collective = rest
         rest_bits = _REST_BITS[rest] = zlib.crc32(
             f"{dtype.str}|{op}|{algorithm}|{codec}|{collective}".encode())
-    if type(count) is tuple:  # uneven blocks (mpicoll.blockwise): every rank's count
-        count = zlib.crc32(repr(count).encode())
-    return (count * _GOLDEN >> 32 & 0xFFFFFFFF) ^ rest_bits
+    number = zlib.crc32(repr(count).encode()) if isinstance(count, tuple) else count  # uneven
+    return (number * _GOLDEN >> 32 & 0xFFFFFFFF) ^ rest_bits  # blocks: every rank's count
 
 
 _REST_BITS: dict[tuple, int] = {}

@@ -493,14 +493,14 @@ def _blockwise_arguments(name: str, args: tuple, comm: Comm) -> tuple[Any, Any, 
         block *= p
     else:
         recv = _array(_buffer(recvbuf, writeable=True))
-        counts = args[2]
-        if counts is None:
+        given = args[2]
+        if given is None:
             if in_place:
                 raise _Fallback("a Reduce_scatter in place without recvcounts")
-            counts = MPI.Intracomm(comm).allgather(recv.size)  # as mpi4py does
-        keywords["counts"] = counts = _counts(counts, p)
-        block = sum(counts)
-        if in_place and recv.size != block or not in_place and recv.size != counts[me]:
+            given = MPI.Intracomm(comm).allgather(recv.size)  # as mpi4py does
+        keywords["counts"] = sizes = _counts(given, p)
+        block = sum(sizes)
+        if in_place and recv.size != block or not in_place and recv.size != sizes[me]:
             raise _Fallback("a receive buffer that does not hold the counts")
     if recv.dtype.kind not in "iufc" or recv.dtype.fields is not None:
         raise _Fallback(f"a dtype other than integer, floating or complex ({name})")

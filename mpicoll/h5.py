@@ -31,7 +31,7 @@ from .timing import Record
 
 __all__ = ["provenance", "write", "RECORD_DTYPE", "PHASE_DTYPE", "LAYOUT_VERSION"]
 
-LAYOUT_VERSION = 4  # 2: /bench gained "error"; 3: /records gained "transport", 4: "collective"
+LAYOUT_VERSION = 5  # 2: /bench gained "error"; 3: /records gained "transport", 4: "collective"; 5: /bench "collective"
 TUNING_PREFIXES = ("MPICOLL_", "MPIR_CVAR_", "MPICH_", "HYDRA_", "OMPI_MCA_", "PRTE_MCA_",
                    "FI_", "UCX_", "I_MPI_", "CUDA_VISIBLE_DEVICES")
 

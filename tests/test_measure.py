@@ -22,7 +22,7 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
     assert "# mpicoll bench: 3 ranks" in out and "#wrong" in out
     mpirun(2, "-m", "mpicoll", "bench", *SMALL, "-a", "tree", "--output", str(path))
     with h5py.File(path) as f:
-        assert f.attrs["mpicoll_layout_version"] == 4
+        assert f.attrs["mpicoll_layout_version"] == 5
         assert sorted(f["runs"]) == ["1", "2"]
         first = dict(f["runs/1"].attrs)
         assert first["jobsize"] == 3 and first["mpi_library"] == LIBRARY
@@ -32,15 +32,24 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
         rows = f["bench"][:]
         records, phases = f["records"][:], f["phases"][:]
     run1, run2 = rows[rows["run"] == 1], rows[rows["run"] == 2]
-    assert len(run1) == 4 * (len(PLAIN) + 1) and len(run2) == 4  # sizes 8, 64, 512, 4096 x algorithms
-    assert set(run1["algorithm"]) == PLAIN | {b"auto"}
+    every = {b"allreduce": PLAIN, b"allgather": {n.encode() for n in names(collective="allgather")},
+             b"reduce_scatter": {n.encode() for n in names(collective="reduce_scatter")}}
+    assert set(run1["collective"]) == set(every) and set(run2["collective"]) == {b"allreduce"}
+    for which, algorithms in every.items():  # sizes 8, 64, 512, 4096 x algorithms, and auto
+        mine = run1[run1["collective"] == which]
+        assert len(mine) == 4 * (len(algorithms) + 1)
+        assert set(mine["algorithm"]) == algorithms | {b"auto"}
+        assert set(mine[mine["algorithm"] == b"auto"]["ran"]) <= algorithms
+        np.testing.assert_allclose(mine["busbw"], mine["algbw"] * (2 if which == b"allreduce"
+                                                                   else 1) * 2 / 3)
+    blocks = run1[run1["collective"] == b"allgather"]  # a block per rank: 3 ranks
+    assert set(blocks["size"]) == {12, 60, 504, 4092} and set(blocks["op"]) == {b""}
+    assert len(run2) == 4  # tree: allreduce only
     assert (rows["wrong"] == 0).all() and (rows["time_us"] > 0).all()
-    assert set(run1[run1["algorithm"] == b"auto"]["ran"]) <= PLAIN
-    np.testing.assert_allclose(run1["busbw"], run1["algbw"] * 2 * 2 / 3)
-    # one recorded call per (size, algorithm) per rank, with phases
+    # one recorded call per (collective, size, algorithm) per rank, with phases
     assert len(records[records["run"] == 1]) == 3 * len(run1)
     assert set(records["transport"]) == {b"host"}  # NumPy arrays: MPI takes them as they are
-    assert set(records["collective"]) == {b"allreduce"}
+    assert set(records[records["run"] == 1]["collective"]) == set(every)
     assert set(phases[phases["run"] == 1]["phase"]) >= {b"reduce-scatter", b"allgather", b"reduce", b"bcast"}
 
 

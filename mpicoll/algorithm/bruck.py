@@ -31,13 +31,13 @@ def runs(first: int, count: int, p: int, starts: list[int]) -> list[Region]:
 
 def allgather_rounds(p: int, me: int, starts: list[int]) -> list[list[Transfer]]:
     """The transfers of each round (``starts``: where each block begins, and the end)."""
-    rounds = []
+    rounds: list[list[Transfer]] = []
     distance = 1
     while distance < p:
         count = min(distance, p - distance)
         to, source = (me - distance) % p, (me + distance) % p
-        rounds.append([*(Recv(source, region) for region in runs(source, count, p, starts)),
-                       *(Send(to, region) for region in runs(me, count, p, starts))])
+        receives: list[Transfer] = [Recv(source, r) for r in runs(source, count, p, starts)]
+        rounds.append(receives + [Send(to, r) for r in runs(me, count, p, starts)])
         distance *= 2
     return rounds
 

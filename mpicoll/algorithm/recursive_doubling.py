@@ -138,6 +138,7 @@ def allgather(b: Builder, layout: Layout, count: int, options: Options, src: Buf
                      else Recv(rank - 1, blocks(rank - 1, rank))])
         me = folded_rank(rank, rem)
         for mask in masks(pof2) if me is not None else ():
+            assert me is not None  # (the loop runs only then)
             partner = me ^ mask
             mine, theirs = of(me & -mask, (me & -mask) + mask), \
                 of(partner & -mask, (partner & -mask) + mask)
