@@ -131,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     simulate.add_argument("--model", metavar="FILE.json", help="a tuning file instead of a preset")
     simulate.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
     simulate.add_argument("-f", "--factor", type=int, default=2)
-    simulate.add_argument("-a", "--algorithms", default="ring,tree,rd,rabenseifner,hybrid")
+    simulate.add_argument("-a", "--algorithms", default="ring,tree,rd,rabenseifner,hybrid",
+                          help="comma-separated; each collective predicts those that plan it "
+                               "(default %(default)s)")
+    simulate.add_argument("-C", "--collectives", default="allreduce",
+                          help="comma-separated: allreduce, allgather, reduce_scatter "
+                               "(default %(default)s)")
     simulate.add_argument("-d", "--dtype", default="float32")
     simulate.add_argument("--plot", metavar="FILE.png", help="also draw the table")
 
@@ -352,7 +357,8 @@ def _capabilities(a: Algorithm) -> str:
 def _simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from . import bench, costmodel, plot, topology, tune
+    from . import algorithm as algorithms
+    from . import bench, collective, costmodel, plot, topology, tune
     from .algorithm import get
 
     if args.ranks < 1 or args.ranks_per_node < 1:
@@ -365,36 +371,47 @@ def _simulate(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown preset {args.preset!r}; choose one of {list(costmodel.PRESETS)}")
     nodes = topology.blocks(args.ranks, args.ranks_per_node)
     names = [a for a in args.algorithms.split(",") if a]
+    known = {a.name: a for a in algorithms.registered(None)}
     for name in names:
-        if get(name).one_node and len(nodes) > 1:
+        if name not in known:
+            get(name)  # UnknownAlgorithmError naming the choices
+        if known[name].one_node and len(nodes) > 1:
             raise ValueError(f"{name} runs on one node only; these ranks are on {len(nodes)}")
     dtype = np.dtype(args.dtype)
-    busbw = 2 * (args.ranks - 1) / args.ranks if args.ranks > 1 else 1.0
     rows = []
     print(f"# mpicoll simulate: {args.ranks} ranks on {len(nodes)} node(s) of up to {args.ranks_per_node}; "
           f"model: {model.source}")
-    print(f"# {dtype.name} sum, predicted; native = the better of MPI's rd and rabenseifner "
+    print(f"# {dtype.name} sum, predicted; native = the best of MPI's usual algorithms (allreduce: "
+          "rd, rabenseifner; allgather: rd, bruck, ring; reduce_scatter: rabenseifner, ring) "
           "with native's overhead; ran = events (every rank on clocks) or lockstep (exact "
           "when every rank moves data in every round alike; a lower bound otherwise)")
     print("#" + bench.cells(bench.COLUMNS)[1:])
-    for nbytes in bench.size_range(args.sizes, args.factor):
-        count = max(1, nbytes // dtype.itemsize)
-        size = count * dtype.itemsize
-        native = costmodel.predict("native", size, nodes, model, dtype.itemsize)
-        for name in names:
-            t = costmodel.predict(name, size, nodes, model, dtype.itemsize)
-            how = "events" if costmodel.exact(name, size, nodes, dtype.itemsize) else "lockstep"
-            algbw = size / t / 1e9
-            row = (0, "allreduce", size, count, dtype.name, "sum", name, how, "", args.ranks,
-                   len(nodes), 0,
-                   t * 1e6, t * 1e6, t * 1e6, native * 1e6, t / native, algbw, algbw * busbw, 0,
-                   0.0)
-            rows.append(row)
-            print(bench.format_row(row), flush=True)
+    for which in (collective.get(c) for c in args.collectives.split(",") if c):
+        runs = [name for name in names if name in algorithms.names(collective=which.name)]
+        print(f"# {which.name}: against MPI_{which.mpi} (predicted); {', '.join(runs)}")
+        blocks = args.ranks if which.sends_all or which.receives_all else 1
+        for nbytes in bench.size_range(args.sizes, args.factor):
+            count = max(1, nbytes // dtype.itemsize // blocks)  # a block, as bench's count
+            size = which.nbytes(count, args.ranks, dtype.itemsize)
+            native = costmodel.predict("native", size, nodes, model, dtype.itemsize,
+                                       collective=which.name)
+            for name in runs:
+                t = costmodel.predict(name, size, nodes, model, dtype.itemsize,
+                                      collective=which.name)
+                how = "events" if costmodel.exact(name, size, nodes, dtype.itemsize,
+                                                  collective=which.name) else "lockstep"
+                algbw = size / t / 1e9
+                row = (0, which.name, size, count, dtype.name, "sum" if which.reduces else "",
+                       name, how, "", args.ranks, len(nodes), 0, t * 1e6, t * 1e6, t * 1e6,
+                       native * 1e6, t / native, algbw, algbw * which.bus_factor(args.ranks),
+                       0, 0.0)
+                rows.append(row)
+                print(bench.format_row(row), flush=True)
     if args.plot:
         title = (f"predicted: {args.ranks} ranks, {len(nodes)} node(s), {dtype.name} sum — "
                  f"preset {args.preset if not args.model else args.model}")
         print(f"# wrote {plot.figure(np.array(rows, bench.ROW_DTYPE), title, args.plot, 'native (predicted)')}")
+        # (one row of panels per collective)
     return 0
 
 

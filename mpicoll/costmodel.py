@@ -50,12 +50,18 @@ if TYPE_CHECKING:
     from .algorithm import Algorithm, Options
 
 __all__ = ["Model", "BUILTIN", "EMULATED_1G", "GPU_CLUSTER", "PRESETS", "NATIVE_SHAPES",
+           "NATIVE_SHAPES_OF",
            "ALWAYS_MAPPED", "predict", "components", "fresh_pages", "busiest_link", "exact",
            "fit_algorithm", "mpi_own"]
 
 NATIVE_SHAPES = ("rd", "rabenseifner")
 """What ``native`` is predicted as: MPICH's and Open MPI's usual short- and long-message
 algorithms, the better of the two."""
+NATIVE_SHAPES_OF = {"allreduce": NATIVE_SHAPES, "allgather": ("rd", "bruck", "ring"),
+                    "reduce_scatter": ("rabenseifner", "ring")}
+"""What MPI's own call of each collective is predicted as, the fastest of its usual algorithms
+(MPICH and Open MPI: allgather by recursive doubling, Bruck or ring; reduce_scatter by
+recursive halving or pairwise exchange, here the ring)."""
 
 ALWAYS_MAPPED = 64 << 20
 """From here on glibc's ``malloc`` maps a block afresh on every call: twice its largest mmap
@@ -269,12 +275,16 @@ def _elements(steps: tuple) -> int:
 
 
 def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-            itemsize: int = 4, events: int | None = None) -> float:
+            itemsize: int = 4, events: int | None = None, collective: str = "allreduce"
+            ) -> float:
     """Predicted seconds of algorithm ``name`` for ``nbytes`` on ranks laid out as ``nodes``;
     ``events``: the budget up to which every rank's schedule runs on clocks (default
-    :data:`EVENTS`; ``auto`` gives :data:`AUTO_EVENTS`)."""
+    :data:`EVENTS`; ``auto`` gives :data:`AUTO_EVENTS`); ``collective``: which one it runs
+    (``nbytes``: its larger buffer, as bench counts it). An algorithm's fitted overhead and
+    factors are its allreduce's, whatever the collective."""
     overhead, factor, cached = model.of(name)
-    latency, memory, wire, rounds = components(name, nbytes, nodes, model, itemsize, events)
+    latency, memory, wire, rounds = components(name, nbytes, nodes, model, itemsize, events,
+                                               collective)
     inside = model.in_cache(nbytes, max(map(len, nodes)))
     seconds = (latency + (factor * (1 - inside) + cached * inside) * memory + wire
                + overhead * rounds  # native: one "round", the call
@@ -284,7 +294,7 @@ def predict(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: M
     # Token-bucket links: of the L bytes a call puts on its busiest link, the first ``burst``
     # need not wait for the link's rate (the call's wire time shrinks by that share), but calls
     # one after another cannot beat the rate on average: at least L·β.
-    busiest = busiest_link(name, nbytes, nodes, model, itemsize, events)
+    busiest = busiest_link(name, nbytes, nodes, model, itemsize, events, collective)
     if not busiest:  # (lockstep: the first node's links idle)
         return seconds
     return max(seconds - wire * min(1.0, model.burst / busiest),
@@ -301,24 +311,25 @@ def fresh_pages(name: str, nbytes: int, model: Model) -> float:
 
 @lru_cache(maxsize=4096)
 def busiest_link(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-                 itemsize: int = 4, events: int | None = None) -> int:
+                 itemsize: int = 4, events: int | None = None, collective: str = "allreduce"
+                 ) -> int:
     """Bytes the busiest cross-node link carries one way in a call of ``name`` (``native``: the
     shape it is predicted as): a node's messages across share its ``nics`` links, or each rank
     has its own. Beyond :data:`EVENTS`, the first node's links (exact for algorithms whose
     nodes all do the same)."""
     from .algorithm import Layout, build_schedule, get
     if mpi_own(name):
-        name = _native_shape(nbytes, nodes, model, itemsize, events)
+        name = _native_shape(nbytes, nodes, model, itemsize, events, collective)
     size, node_of = sum(map(len, nodes)), _node_of(nodes)
-    options, count = _options(itemsize), max(1, nbytes // itemsize)
-    first = build_schedule(get(name), Layout(0, size, nodes), count, options)
+    options, count = _options(itemsize, collective), _count(nbytes, itemsize, size, collective)
+    first = build_schedule(get(name, collective), Layout(0, size, nodes), count, options)
     ranks = range(size) if _events(size, first, events) else nodes[0]
     link = (lambda r: node_of[r]) if model.nics else (lambda r: r)
     out: dict[int, int] = defaultdict(int)  # bytes per link and direction
     into: dict[int, int] = defaultdict(int)
     for r in ranks:
-        schedule = first if r == 0 else build_schedule(get(name), Layout(r, size, nodes),
-                                                       count, options)
+        schedule = first if r == 0 else build_schedule(get(name, collective),
+                                                       Layout(r, size, nodes), count, options)
         for rnd in schedule.rounds:
             for t in rnd.transfers:
                 if node_of[t.peer] != node_of[r]:
@@ -329,7 +340,7 @@ def busiest_link(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], mod
 
 @lru_cache(maxsize=4096)
 def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-               itemsize: int = 4, events: int | None = None
+               itemsize: int = 4, events: int | None = None, collective: str = "allreduce"
                ) -> tuple[float, float, float, float]:
     """Seconds of latency (α only), of bytes through memory (same-node β and γ), of bytes on
     cross-node links, and rounds on the critical path of algorithm ``name``: a prediction is
@@ -338,11 +349,11 @@ def components(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], model
     memory is what it adds to the wire's time."""
     from .algorithm import Layout, build_schedule, get
     if mpi_own(name):
-        return _native_components(nbytes, nodes, model, itemsize, events)
+        return _native_components(nbytes, nodes, model, itemsize, events, collective)
     size, node_of = sum(map(len, nodes)), _node_of(nodes)
-    options = _options(itemsize)
-    count = max(1, nbytes // itemsize)
-    algorithm = get(name)
+    options = _options(itemsize, collective)
+    count = _count(nbytes, itemsize, size, collective)
+    algorithm = get(name, collective)
     first = build_schedule(algorithm, Layout(0, size, nodes), count, options)
     if not _events(size, first, events):
         return _lockstep(algorithm, count, nodes, node_of, options, model, itemsize)
@@ -389,16 +400,18 @@ def _events(size: int, first: Schedule, events: int | None = None) -> bool:
 
 
 def exact(name: str, nbytes: int, nodes: tuple[tuple[int, ...], ...], itemsize: int = 4,
-          events: int | None = None) -> bool:
+          events: int | None = None, collective: str = "allreduce") -> bool:
     """Whether :func:`components` runs every rank's schedule for this case (else lockstep)."""
     from .algorithm import Layout, build_schedule, get
     size = sum(map(len, nodes))
     if mpi_own(name):
-        return all(exact(shape, nbytes, nodes, itemsize, events) for shape in NATIVE_SHAPES)
+        return all(exact(shape, nbytes, nodes, itemsize, events, collective)
+                   for shape in NATIVE_SHAPES_OF[collective])
     if size > EVENT_RANKS:
         return False
-    first = build_schedule(get(name), Layout(0, size, nodes), max(1, nbytes // itemsize),
-                           _options(itemsize))
+    first = build_schedule(get(name, collective), Layout(0, size, nodes),
+                           _count(nbytes, itemsize, size, collective),
+                           _options(itemsize, collective))
     return _events(size, first, events)
 
 
@@ -412,10 +425,19 @@ def mpi_own(name: str) -> bool:
         return False
 
 
-def _options(itemsize: int) -> Options:
-    """Plan options for a prediction: only the element size matters."""
+def _options(itemsize: int, collective: str = "allreduce") -> Options:
+    """Plan options for a prediction: only the element size (and the collective) matter."""
     from .algorithm import Options
-    return Options(256 * 1024, np.dtype(f"V{itemsize}").str)
+    return Options(256 * 1024, np.dtype(f"V{itemsize}").str, collective)
+
+
+def _count(nbytes: int, itemsize: int, size: int, collective: str) -> int:
+    """The count a plan takes for a call of ``nbytes`` (the larger buffer): allreduce's
+    elements; a block for allgather, all p blocks for reduce_scatter."""
+    if collective == "allreduce":
+        return max(1, nbytes // itemsize)
+    block = max(1, nbytes // itemsize // size)
+    return block if collective == "allgather" else block * size
 
 
 def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ...],
@@ -463,18 +485,22 @@ def _lockstep(algorithm: Algorithm, count: int, nodes: tuple[tuple[int, ...], ..
 
 
 def _native_components(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-                       itemsize: int, events: int | None) -> tuple[float, float, float, float]:
-    """``native`` as the better of MPI's usual two, one call's overhead."""
-    latency, memory, wire, _ = components(_native_shape(nbytes, nodes, model, itemsize, events),
-                                          nbytes, nodes, model, itemsize, events)
+                       itemsize: int, events: int | None, collective: str = "allreduce"
+                       ) -> tuple[float, float, float, float]:
+    """``native`` as the best of MPI's usual ones, one call's overhead."""
+    shape = _native_shape(nbytes, nodes, model, itemsize, events, collective)
+    latency, memory, wire, _ = components(shape, nbytes, nodes, model, itemsize, events,
+                                          collective)
     return latency, memory, wire, 1.0
 
 
 def _native_shape(nbytes: int, nodes: tuple[tuple[int, ...], ...], model: Model,
-                  itemsize: int, events: int | None = None) -> str:
-    """Which of :data:`NATIVE_SHAPES` ``native`` is predicted as: the faster."""
-    return min(NATIVE_SHAPES, key=lambda shape: sum(
-        components(shape, nbytes, nodes, model, itemsize, events)[:3]))
+                  itemsize: int, events: int | None = None, collective: str = "allreduce"
+                  ) -> str:
+    """Which of :data:`NATIVE_SHAPES_OF` the collective's ``native`` is predicted as: the
+    fastest."""
+    return min(NATIVE_SHAPES_OF[collective], key=lambda shape: sum(
+        components(shape, nbytes, nodes, model, itemsize, events, collective)[:3]))
 
 
 def fit_algorithm(measured: list[tuple[float, float, tuple[float, float, float, float]]],

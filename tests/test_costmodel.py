@@ -306,3 +306,35 @@ def test_a_tuning_file_written_before_the_cache_factor_still_loads(tmp_path):
     model = tune.load(str(path))
     assert model.algorithms == {"ring": (1e-6, 1.5, 1.5)} and model.cache_bytes == 0
     assert model.fresh == 0
+
+
+@pytest.mark.parametrize("p", [2, 5, 6, 8])
+def test_a_collectives_prediction_reads_its_schedule(p):
+    """allgather and reduce_scatter are predicted from their own schedules: on ranks with a
+    link each, ring's and Bruck's allgather and ring's reduce_scatter put (p-1)/p of the size
+    on the wire, in p-1 rounds (ring, plus its copy for allgather) or ceil(lg p) (Bruck, plus
+    its copy); MPI's own is predicted as the fastest of its usual algorithms."""
+    model, nodes, size = costmodel.EMULATED_1G, tuple((r,) for r in range(p)), p * 4096 * 4
+    share = (p - 1) / p * size * model.beta["remote"]
+    for collective, name, rounds in (("allgather", "ring", p), ("reduce_scatter", "ring", p - 1),
+                                     ("allgather", "bruck", 1 + (p - 1).bit_length())):
+        _, _, wire, counted = costmodel.components(name, size, nodes, model, 4,
+                                                   collective=collective)
+        assert wire == pytest.approx(share) and counted == rounds, (collective, name)
+    for collective, shapes in costmodel.NATIVE_SHAPES_OF.items():
+        native = costmodel.components("native", size, nodes, model, 4, collective=collective)
+        best = min((costmodel.components(s, size, nodes, model, 4, collective=collective)[:3]
+                    for s in shapes), key=sum)
+        assert native == (*best, 1.0), collective  # (one call: one round of overhead)
+
+
+def test_simulate_predicts_each_collective(capsys):
+    """simulate -C: a section per collective, each algorithm that plans it, sizes as bench's."""
+    assert mpicoll.cli.main(["simulate", "--ranks", "3", "-m", "1K:1K", "-a", "ring,bruck,tree",
+                             "-C", "allreduce,allgather,reduce_scatter"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    sections = {which: [(int(r[0]), r[4]) for r in bench.table(out, which)]
+                for which in ("allreduce", "allgather", "reduce_scatter")}
+    assert sections == {"allreduce": [(1024, "ring"), (1024, "tree")],
+                        "allgather": [(1020, "ring"), (1020, "bruck")],
+                        "reduce_scatter": [(1020, "ring")]}
