@@ -9,6 +9,8 @@ fingerprint check (which names the collective, so ranks that call different coll
 form, with equal blocks or uneven ``counts`` (``MPI_Allgatherv``, ``MPI_Reduce_scatter``) and
 in place as MPI does it; ``auto`` picks by a size rule (:data:`RING_FROM`) until the cost
 model covers them. Codecs and averages come next and are refused clearly until then.
+A blocking call on the same arrays as an earlier one (a loop's) takes a fast path
+(:class:`mpicoll.fastpath.LoweredBlocks`): some 10 µs of Python less.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Sequence, Union, cast
 
 from mpi4py import MPI
 
-from . import _env, collective, context, execution, inflight, ops, timing, transport
+from . import _env, collective, context, execution, fastpath, inflight, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
 from .api import _array, communicator
 from .algorithm import Options, native, registry
@@ -63,8 +65,12 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
         codec: not built yet for allgather (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
-    return iallgather(sendbuf, recvbuf, algorithm=algorithm, comm=comm, codec=codec,
-                      counts=counts).wait()
+    if codec is None and recvbuf is not None:
+        result = fastpath.blocks("allgather", sendbuf, recvbuf, None, algorithm, comm, counts)
+        if result is not None:
+            return result
+    return _blocking(collective.ALLGATHER, sendbuf, recvbuf, None, algorithm, comm, codec,
+                     counts)
 
 
 def iallgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
@@ -105,8 +111,12 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
         codec: not built yet for reduce_scatter (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
-    return ireduce_scatter(sendbuf, recvbuf, op=op, algorithm=algorithm, comm=comm,
-                           codec=codec, counts=counts).wait()
+    if codec is None and recvbuf is not None:
+        result = fastpath.blocks("reduce_scatter", sendbuf, recvbuf, op, algorithm, comm, counts)
+        if result is not None:
+            return result
+    return _blocking(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec,
+                     counts)
 
 
 def ireduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
@@ -128,11 +138,24 @@ def reduce_scatter_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpA
                        counts)
 
 
+def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
+              algorithm: Any, comm: Any, codec: Any, counts: Any) -> Array:
+    """A blocking call on the full path; then calls like it take the fast path
+    (:class:`mpicoll.fastpath.LoweredBlocks`)."""
+    request, lowered = _start(which, sendbuf, recvbuf, op, algorithm, comm, codec, counts,
+                              lower=True)
+    result = request.wait()
+    if lowered is not None:
+        lowered.ctx.keep_lowered(lowered, fastpath.KEPT)
+    return result
+
+
 def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-           comm: Any, codec: Any, counts: Any) -> Request:
-    """Check, number and fingerprint-check the call everywhere, then start it."""
-    chosen, call, recv, kind, number = _prepare(which, sendbuf, recvbuf, op, algorithm, comm,
-                                                codec, counts)
+           comm: Any, codec: Any, counts: Any, lower: bool = False) -> Any:
+    """Check, number and fingerprint-check the call everywhere, then start it: its request
+    (``lower``: and a lowered call for blocking calls like it, or None)."""
+    chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
+                                                      comm, codec, counts)
     request = Request(recv, chosen.name, "", call.path.name, call.record, kind, number,
                       call.ctx)
     cast(context.Context, call.ctx).hold(call.tags, request)  # (earlier users of its tags: done)
@@ -142,13 +165,20 @@ def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, al
         if call.fingerprint is not None:
             call.fingerprint.finish()  # every rank started the check: every rank completes it
     inflight.add(request)
-    return request
+    if not lower:
+        return request
+    ctx = cast(context.Context, call.ctx)
+    plan = None if chosen.plan is None else \
+        ctx.cached_plan(chosen, call.send.size, call.options, None, False, False)
+    return request, fastpath.LoweredBlocks.make(
+        (which.name, sendbuf, recvbuf, op, algorithm, comm, counts), call.send, call.recv, ctx,
+        call.op, chosen, kind, bits, call.options, plan)
 
 
 def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
                 algorithm: Any, comm: Any, codec: Any, counts: Any) -> PersistentRequest:
-    chosen, call, recv, kind, number = _prepare(which, sendbuf, recvbuf, op, algorithm, comm,
-                                                codec, counts)
+    chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
+                                                      comm, codec, counts)
     if call.fingerprint is not None:
         call.fingerprint.finish()
     ctx = call.ctx
@@ -160,9 +190,10 @@ def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: An
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-             comm: Any, codec: Any, counts: Any) -> tuple[Any, Call, Array, tuple, int]:
+             comm: Any, codec: Any, counts: Any) -> tuple[Any, Call, Array, tuple, int, int]:
     """Validate every argument locally (before anything is sent: every rank raises alike),
-    then number the call and start its fingerprint check."""
+    then number the call and start its fingerprint check: the algorithm, the call, the result
+    array, the call's kind, number and tag hash."""
     if codec is not None:
         raise ValueError(f"codecs on {which.name} are not built yet: codec must be None")
     in_place = sendbuf is MPI.IN_PLACE or (sendbuf is recvbuf and sendbuf is not None)
@@ -236,7 +267,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
                       None if counts is None else sizes)
     call = Call(ctx, send, flat(recv), op_, options, None, None, record, path,
                 ctx.next_tags(chosen.tags, bits), checking, collective=which.name)
-    return chosen, call, recv, kind, number
+    return chosen, call, recv, kind, number, bits
 
 
 def _blocks(which: collective.Collective, counts: Any, p: int, size: int, in_place: bool

@@ -36,7 +36,8 @@ from mpi4py.MPI import Datatype
 from . import check, context, execution, fault, inflight, timing, watchdog
 from .check import say
 from .algorithm import Algorithm, Options
-from .algorithm.native import NativeExecution, divide_into, send_argument
+from ._mpi import complete
+from .algorithm.native import NativeExecution, blockwise_call, divide_into, send_argument
 from .context import CachedPlan, Context
 from .engine import BoundExecution, bind, run_bound
 from .execution import Call
@@ -46,7 +47,8 @@ from .request import Request
 from .transport import Transport
 from .trials import Watch
 
-__all__ = ["LoweredCall", "WatchedCall", "run", "start", "keep", "KEPT"]
+__all__ = ["LoweredCall", "WatchedCall", "LoweredBlocks", "run", "start", "keep", "blocks",
+           "KEPT"]
 
 KEPT = 16
 """Lowered calls kept per communicator: a loop that alternates a few kinds of call (a solver's
@@ -399,3 +401,114 @@ class WatchedCall(LoweredCall):
             raise ctx.failed(failed).during("checking auto's choice") from None
         if changed:
             ctx.forget_lowered(self.algorithm_arg)
+
+
+def blocks(which: str, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any,
+           counts: Any) -> Any:
+    """The result of a blocking allgather or reduce_scatter (``which``) from a lowered call of
+    ``comm`` that fits it, or None: the full path (:mod:`mpicoll.blockwise`) must run it."""
+    ctx = context.known(comm)
+    for call in () if ctx is None else ctx.lowered:
+        if type(call) is LoweredBlocks:
+            result = call.run_blocks(which, sendbuf, recvbuf, op, algorithm, comm, counts)
+            if result is not None:
+                return result
+    return None
+
+
+class LoweredBlocks:
+    """A blocking allgather or reduce_scatter like one the full path just ran, on the same
+    arrays (a loop's call): its checks reduced to comparisons, and MPI's own call's arguments
+    (or the plan, bound to the arrays) kept, so a call costs what allreduce's fast path does.
+    It is numbered, tagged and steps aside as :class:`LoweredCall` does, and kept with the
+    communicator's lowered calls (retired with them); an allreduce never fits it."""
+
+    __slots__ = ("key", "comm", "algorithm_arg", "which", "send_arg", "recv_arg", "op_arg",
+                 "counts_arg", "counts", "dtype", "ctx", "op", "kind", "kind_bits", "tags", "post",
+                 "bound", "schedule")
+
+    def __init__(self, args: tuple, send: np.ndarray, recv: np.ndarray, ctx: Context, op: Op,
+                 algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
+                 plan: CachedPlan | None):
+        (self.which, self.send_arg, self.recv_arg, self.op_arg, self.algorithm_arg, self.comm,
+         self.counts_arg) = args
+        self.key = (self.which, id(self.send_arg), id(self.recv_arg), self.op_arg,
+                    self.algorithm_arg, self.comm, kind)
+        self.counts = options.counts
+        self.dtype, self.ctx, self.op, self.kind, self.kind_bits = recv.dtype, ctx, op, kind, \
+            kind_bits
+        self.tags = algorithm.tags
+        self.post: Any = None
+        self.bound: tuple = ()
+        self.schedule: Any = None
+        if algorithm.mpi:
+            self.post = blockwise_call(ctx.comm, self.which, send, recv, op, options.counts)
+        elif plan is not None and plan.lowered is not None:
+            self.schedule = plan.schedule
+            tmp = np.empty(plan.schedule.tmp_count, recv.dtype)
+            self.bound = bind(plan.lowered, (send, recv, tmp, None))
+        else:
+            self.comm = _NEVER
+
+    @staticmethod
+    def make(args: tuple, send: Any, recv: Any, ctx: Context, op: Op, algorithm: Algorithm,
+             kind: tuple, kind_bits: int, options: Options, plan: CachedPlan | None
+             ) -> LoweredBlocks | None:
+        """A lowered call for later calls with these arguments, or None where each call must
+        take the full path (the arrays it allocated, device memory, records, checks)."""
+        if args[2] is None or type(recv) is not np.ndarray or type(send) is not np.ndarray \
+                or check.every_call or timing.active() is not None or watchdog.running() \
+                or (plan is None and not algorithm.mpi) \
+                or (plan is not None and plan.schedule.node_count):
+            return None
+        return LoweredBlocks(args, send, recv, ctx, op, algorithm, kind, kind_bits, options,
+                             plan)
+
+    def run(self, *args: Any) -> None:
+        """Not an allreduce: none fits."""
+        return None
+
+    start = run
+
+    def retire(self) -> None:
+        """Match no call from now on, and let go of the user's arrays."""
+        self.comm = _NEVER
+        self.send_arg = self.recv_arg = _UNBOUND
+        self.post, self.bound = None, ()
+
+    def run_blocks(self, which: str, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
+                   comm: Any, counts: Any) -> Any:
+        """``recvbuf``, the result of the call, or None when the full path must run it."""
+        if comm is not self.comm or sendbuf is not self.send_arg or recvbuf is not self.recv_arg \
+                or which != self.which or algorithm != self.algorithm_arg \
+                or (op is not self.op_arg and op != self.op_arg) \
+                or (counts is not self.counts_arg and (counts is None or self.counts_arg is None
+                                                       or tuple(counts) != self.counts)) \
+                or recvbuf.dtype is not self.dtype \
+                or (sendbuf is not MPI.IN_PLACE and sendbuf.dtype is not self.dtype):
+            return None
+        ctx = self.ctx
+        if inflight.in_flight and inflight.concerns(ctx):  # the engine must drive them
+            return None
+        ctx.claim()
+        number = next(ctx.calls)  # numbered and tagged as on the full path: in step
+        tags = ctx.next_tags(self.tags, self.kind_bits)
+        ctx.busy = True
+        try:
+            if self.post is not None:
+                post, args = self.post
+                complete(post(*args), ctx.spins)
+            else:
+                run_bound(self.bound, ctx.comm, tags[0], self.op, self.schedule)
+            if ctx.fault_tolerant and (failed := fault.check(ctx.comm)) is not None:
+                raise failed
+        except MPI.Exception as error:
+            failed = fault.failure(error, ctx.comm)
+            if failed is None:
+                raise
+            raise ctx.failed(failed.during(f"collective #{number}: {say(self.kind)}")) from None
+        except fault.ProcessFailedError as error:
+            raise ctx.failed(error.during(f"collective #{number}: {say(self.kind)}")) from None
+        finally:
+            ctx.busy = False
+        return recvbuf

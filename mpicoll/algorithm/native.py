@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..ops import Op
 
 __all__ = ["ALGORITHM", "NativeExecution", "exact", "first_buffer", "send_argument", "divide_into",
-           "in_place", "blockwise"]
+           "in_place", "blockwise", "blockwise_call"]
 
 _OPEN_MPI = MPI.Get_library_version().startswith("Open MPI")
 
@@ -67,19 +67,27 @@ def blockwise(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op
     started): the ``v`` form where ``counts`` gives uneven blocks, ``MPI_IN_PLACE`` where the
     arrays are one (allgather: ``send`` is this rank's block of ``recv``; reduce_scatter: the
     input is ``recv``, the result its first block)."""
+    post, args = blockwise_call(comm, collective, send, recv, op, counts, persistent)
+    return post(*args)
+
+
+def blockwise_call(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,
+                   counts: tuple[int, ...] | None, persistent: bool = False
+                   ) -> tuple[Any, tuple]:
+    """:func:`blockwise`'s MPI call and its arguments, decided once (the fast path posts them
+    again and again)."""
     first = MPI.IN_PLACE if in_place(send, recv) else send
     if collective == "allgather":
-        post = comm.Allgather_init if persistent else comm.Iallgather
-        if counts is not None:
-            starts = list(itertools.accumulate(counts, initial=0))[:-1]
-            post = comm.Allgatherv_init if persistent else comm.Iallgatherv
-            recv = [recv, (list(counts), starts)]
-        return post(first, recv)
+        if counts is None:
+            return (comm.Allgather_init if persistent else comm.Iallgather), (first, recv)
+        starts = list(itertools.accumulate(counts, initial=0))[:-1]
+        return (comm.Allgatherv_init if persistent else comm.Iallgatherv), \
+            (first, [recv, (list(counts), starts)])
     if counts is None:
-        post = comm.Reduce_scatter_block_init if persistent else comm.Ireduce_scatter_block
-        return post(first, recv, op.mpi)
-    post = comm.Reduce_scatter_init if persistent else comm.Ireduce_scatter
-    return post(first, recv, counts, op.mpi)
+        return (comm.Reduce_scatter_block_init if persistent else comm.Ireduce_scatter_block), \
+            (first, recv, op.mpi)
+    return (comm.Reduce_scatter_init if persistent else comm.Ireduce_scatter), \
+        (first, recv, list(counts), op.mpi)
 
 
 def first_buffer(send: Any, recv: Any, op: Op, size: int) -> Any:

@@ -259,6 +259,38 @@ def test_nonblocking_beside_an_allreduce_in_flight(order, gather, scatter):
     assert_agreed(WORLD, problems, gathered.wait())
 
 
+@pytest.mark.parametrize("gather, scatter", PAIRS)
+def test_a_loop_on_the_same_arrays_takes_the_fast_path(gather, scatter):
+    """Blocking calls in a loop on the same arrays run lowered (mpicoll.fastpath.LoweredBlocks)
+    and give MPI's bits as the data change; another op, other counts (a new list of the same
+    values too), in place or other arrays between them take the full path and are right."""
+    from mpicoll import context
+    p, me, problems = WORLD.Get_size(), WORLD.Get_rank(), []
+    blocks = uneven(WORLD, 11)
+    x, out = np.empty(blocks[me], "f8"), np.empty(sum(blocks), "f8")
+    y, part = np.empty(sum(blocks), "i8"), np.empty(blocks[me], "i8")
+    for step in range(8):
+        x[:] = data(WORLD, blocks[me], "f8", "sum", seed=step)
+        y[:] = data(WORLD, sum(blocks), "i8", "max", seed=step)
+        mpicoll.allgather(x, out, algorithm=gather, counts=blocks if step % 4 else list(blocks))
+        compare(WORLD, problems, f"allgather step {step}", out,
+                reference(WORLD, "allgather", x, counts=blocks))
+        op = "max" if step < 6 else "min"
+        mpicoll.reduce_scatter(y, part, op=op, algorithm=scatter, counts=blocks)
+        compare(WORLD, problems, f"reduce_scatter {op} step {step}", part,
+                reference(WORLD, "reduce_scatter", y, op, blocks))
+        if step == 3:  # between: in place, and arrays of another size
+            whole = reference(WORLD, "allgather", x, counts=blocks)
+            mpicoll.allgather(MPI.IN_PLACE, whole, algorithm=gather, counts=blocks)
+            compare(WORLD, problems, "in place between", whole, out)
+            small = np.empty(p, "f8")
+            mpicoll.allgather(x[:1] if len(x) else np.ones(1), small, algorithm=gather)
+    lowered = {type(call).__name__ for call in context.known(WORLD).lowered}
+    if "LoweredBlocks" not in lowered:
+        problems.append(f"no lowered blockwise call: {lowered}")
+    assert_agreed(WORLD, problems, out)
+
+
 _NONCOMMUTATIVE = MPI.Op.Create(lambda a, b, t: None, commute=False)
 BAD = [
     ("allgather recvbuf size", lambda p: (mpicoll.allgather, np.ones(4), np.empty(4 * p + 1)),
