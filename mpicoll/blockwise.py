@@ -7,8 +7,11 @@ fingerprint check (which names the collective, so ranks that call different coll
 ``MismatchError``), requests the progress engine completes in any order alongside allreduce's.
 ``ring`` runs them from its allreduce's two halves and ``native`` is MPI's own, in every call
 form, with equal blocks or uneven ``counts`` (``MPI_Allgatherv``, ``MPI_Reduce_scatter``) and
-in place as MPI does it; ``auto`` picks by a size rule (:data:`RING_FROM`) until the cost
-model covers them. Codecs and averages come next and are refused clearly until then.
+in place as MPI does it. ``auto`` measures, as allreduce's does: above 8 KiB a communicator's
+first blocking calls of each size class try MPI's own and every algorithm that plans the
+collective in turn, and keep the fastest (:func:`_trial`); up to 8 KiB, and until the trials
+are done, a rule (:data:`RING_FROM`). Codecs and averages come next and are refused clearly
+until then.
 A blocking call on the same arrays as an earlier one (a loop's) takes a fast path
 (:class:`mpicoll.fastpath.LoweredBlocks`): some 10 µs of Python less.
 """
@@ -16,14 +19,18 @@ A blocking call on the same arrays as an earlier one (a loop's) takes a fast pat
 from __future__ import annotations
 
 import operator
+import time
 from typing import Any, Sequence, Union, cast
+
+import numpy as np
 
 from mpi4py import MPI
 
-from . import _env, collective, context, execution, fastpath, inflight, ops, timing, transport
+from . import _env, collective, context, execution, fastpath, fault, inflight, ops, timing, \
+    transport
 from ._array import Array, array_module, flat, writeable
 from .api import _array, communicator
-from .algorithm import Options, native, registry
+from .algorithm import Options, native, registry, select
 from .algorithm.native import NativeExecution
 from .execution import Call
 from .persistent import PersistentRequest
@@ -36,8 +43,9 @@ OpArg = Union[str, MPI.Op, ops.Op]
 
 
 RING_FROM = {"reduce_scatter": 16 << 20}
-"""``auto``'s rule for these collectives until the cost model covers them: ``ring`` from this
-many bytes of ``sendbuf`` on (and wherever MPI's own cannot run the call as mpicoll does:
+"""``auto``'s rule for these collectives where its trials have kept nothing (up to 8 KiB, a
+size class still on trial, nonblocking and persistent calls before, device arrays): ``ring``
+from this many bytes of ``sendbuf`` on (and wherever MPI's own cannot run the call as mpicoll does:
 device buffers staged through the host, Open MPI's saturating 8- and 16-bit integer sums),
 else MPI's own (``benchmarks/collectives.py``: reduce_scatter of
 32 MiB through ring 0.70× MPICH's own on 2 ranks, 0.86× on 4, 0.13× Open MPI's on 2; allgather
@@ -60,8 +68,9 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
         counts: every rank's block, in rank order (the same on every rank; zeros allowed):
             rank i sends ``counts[i]`` elements, its block in ``recvbuf`` starts after the
             blocks of ranks below it.
-        algorithm: one of ``algorithms("allgather")``; "auto" runs MPI's own (``ring`` where
-            the buffers are staged through the host: :data:`RING_FROM`).
+        algorithm: one of ``algorithms("allgather")``; "auto" runs what its trials measured
+            fastest for the size class above 8 KiB, else MPI's own (``ring`` where the
+            buffers are staged through the host: :data:`RING_FROM`).
         codec: not built yet for allgather (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
@@ -106,8 +115,9 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
             ``sendbuf`` holds ``sum(counts)`` elements, rank i gets ``counts[i]``.
         op: "sum", "prod", "min", "max" or the matching ``mpi4py.MPI.Op`` (or a commutative
             user-defined one); "avg" is not built yet.
-        algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs ``ring`` from 16 MiB of
-            ``sendbuf`` on, MPI's own below (:data:`RING_FROM`).
+        algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs what its trials
+            measured fastest for the size class above 8 KiB, else ``ring`` from 16 MiB of
+            ``sendbuf`` on and MPI's own below (:data:`RING_FROM`).
         codec: not built yet for reduce_scatter (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
@@ -140,8 +150,23 @@ def reduce_scatter_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpA
 
 def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
               algorithm: Any, comm: Any, codec: Any, counts: Any) -> Array:
-    """A blocking call on the full path; then calls like it take the fast path
-    (:class:`mpicoll.fastpath.LoweredBlocks`)."""
+    """A blocking call on the full path (or one of ``auto``'s trials); then calls like it take
+    the fast path (:class:`mpicoll.fastpath.LoweredBlocks`)."""
+    if algorithm == registry.AUTO and codec is None:
+        trial = _trial(which, sendbuf, recvbuf, op, comm, counts)
+        if trial is not None:
+            ctx, key, shortlist = trial
+            name, _ = ctx.trials.next(key, shortlist)
+            began = time.perf_counter()
+            result = _blocking(which, sendbuf, recvbuf, op, name, comm, None, counts)
+            try:
+                ctx.trials.ran(key, shortlist, name, time.perf_counter() - began, guard=False)
+            except MPI.Exception as error:
+                failed = fault.failure(error, ctx.comm)
+                if failed is None:
+                    raise
+                raise ctx.failed(failed).during("agreeing on auto's choice") from None
+            return result
     request, lowered = _start(which, sendbuf, recvbuf, op, algorithm, comm, codec, counts,
                               lower=True)
     result = request.wait()
@@ -242,18 +267,15 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
     path = transport.choose(send)
-    if algorithm == registry.AUTO:  # (MPI's own cannot take device memory staged for it, nor
-        ring_from = RING_FROM.get(which.name)  # sum small integers as NumPy under Open MPI)
-        mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
-        large = ring_from is not None and send.nbytes >= ring_from
-        algorithm = "ring" if op_.commutative and (large or not mpi_can) else "native"
+    ctx = context.of(comm_)
+    if algorithm == registry.AUTO:
+        algorithm = _auto(which, send, path, op_, ctx, max(sum(sizes), recv.size))
     chosen = registry.get(algorithm, which.name)
     if chosen.mpi and path.name == "staged":
         raise ValueError(f"{chosen.name} needs host arrays or a CUDA-aware MPI: this MPI cannot "
                          "take device memory (use ring, which stages through the host)")
     if chosen.needs_commutative and not op_.commutative:
         raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
-    ctx = context.of(comm_)
     n = sizes[me] if counts is None else sizes  # the fingerprint's count: every rank's if uneven
     kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name, "", which.name)
     number, bits, checking = ctx.begin_checked(kind, blocks=chosen.blocks)
@@ -268,6 +290,64 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     call = Call(ctx, send, flat(recv), op_, options, None, None, record, path,
                 ctx.next_tags(chosen.tags, bits), checking, collective=which.name)
     return chosen, call, recv, kind, number, bits
+
+
+def _auto(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: context.Context,
+          elements: int) -> str:
+    """What ``auto`` runs: the algorithm its trials kept for this size class, else the rule
+    (:data:`RING_FROM`; MPI's own cannot take device memory staged for it, nor sum small
+    integers as NumPy does under Open MPI)."""
+    key = _key(which, send.dtype, op, path, ctx, elements)
+    kept = None if key is None else ctx.trials.kept.get(key[0])
+    if kept is not None:
+        return kept
+    mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
+    ring_from = RING_FROM.get(which.name)
+    large = ring_from is not None and elements * send.dtype.itemsize >= ring_from
+    return "ring" if op.commutative and (large or not mpi_can) else "native"
+
+
+def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,
+         elements: int) -> tuple[tuple, tuple[str, ...]] | None:
+    """The key of ``auto``'s trials for a call whose larger buffer holds ``elements`` (the
+    size class, the collective, dtype and op) and what they try, MPI's own first (ties go to
+    it); None where nothing is tried: one rank, device memory, ``MPICOLL_AUTO=model``, a size
+    up to ``select.OWN_UP_TO`` (MPI's own there: no Python schedule beats its C)."""
+    nbytes = elements * dtype.itemsize
+    if ctx.size == 1 or path.name != "host" or _env.settings().auto == "model" \
+            or nbytes <= select.OWN_UP_TO:
+        return None
+    mpi_can = native.exact(dtype) or not which.reduces
+    shortlist = (("native",) if mpi_can else ()) + tuple(
+        a.name for a in registry.registered(which.name)
+        if not a.mpi and (op.commutative or not a.needs_commutative))
+    if len(shortlist) < 2:
+        return None
+    return (select.size_class(nbytes), which.name, dtype.str, op.name), shortlist
+
+
+def _trial(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, comm: Any,
+           counts: Any) -> tuple[context.Context, tuple, tuple[str, ...]] | None:
+    """A blocking ``auto`` call that is one of its trials (its context, key and shortlist),
+    else None: each trial runs the next candidate, timed, and after the last the ranks keep
+    the fastest for the size class (:class:`mpicoll.trials.Trials`, as allreduce's ``auto``;
+    never re-tried: no guard). Every rank makes the same calls, so each reaches the same
+    trial at the same call."""
+    given = recvbuf if sendbuf is MPI.IN_PLACE or sendbuf is recvbuf else sendbuf
+    if given is None or type(given) is not np.ndarray:
+        return None  # (bad input, or device arrays: the full path says or decides)
+    comm_ = communicator(comm)
+    ctx = context.of(comm_)
+    p = ctx.size
+    if counts is not None:
+        elements = sum(int(c) for c in counts)
+    else:
+        elements = given.size * (p if which.receives_all and given is sendbuf else 1)
+    key = _key(which, given.dtype, ops.resolve("sum" if op is None else op),
+               transport.choose(given), ctx, elements)
+    if key is None or key[0] in ctx.trials.kept:
+        return None
+    return ctx, *key
 
 
 def _blocks(which: collective.Collective, counts: Any, p: int, size: int, in_place: bool

@@ -134,10 +134,12 @@ class Trials:
         watch.due -= 1
         return False
 
-    def ran(self, key: tuple, shortlist: tuple[str, ...], name: str, seconds: float) -> bool:
+    def ran(self, key: tuple, shortlist: tuple[str, ...], name: str, seconds: float,
+            guard: bool = True) -> bool:
         """A trial (or a check of the kept choice) of ``name`` took ``seconds`` here; after
-        the last, the ranks agree. True when that changed what the key's calls run (a choice
-        kept, or sent back to its trials): calls lowered for the old one must go."""
+        the last, the ranks agree (and, ``guard``, a :class:`Watch` guards the choice). True
+        when that changed what the key's calls run (a choice kept, or sent back to its
+        trials): calls lowered for the old one must go."""
         if key in self.watches:
             return self._checked(key, seconds)
         times = self._times[key]
@@ -152,7 +154,8 @@ class Trials:
         kept = self.kept[key] = shortlist[int(np.argmin(slowest))]  # ties: the first, MPI's own
         self.measured[key] = dict(zip(shortlist, slowest.tolist()))
         del self._times[key]
-        if key[0] > select.OWN_UP_TO and len(shortlist) > 1 and _env.settings().auto != "once":
+        if guard and key[0] > select.OWN_UP_TO and len(shortlist) > 1 \
+                and _env.settings().auto != "once":
             self.watches[key] = Watch(key, kept, CHECK_EVERY << self.again.get(key, 0))
         return True
 

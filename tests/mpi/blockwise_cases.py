@@ -395,6 +395,36 @@ def test_auto_runs_ring_for_large_reduce_scatter():
     assert_agreed(WORLD, problems, results[2])
 
 
+def test_auto_tries_its_candidates_and_keeps_the_fastest():
+    """Blocking auto calls above 8 KiB try each candidate in turn (MPI's own among them),
+    then keep what ran fastest on the slowest rank, the same on every rank, for that size
+    class; later calls (nonblocking ones too) run it. Every call gives MPI's bits."""
+    from mpicoll import context
+    comm, p, problems = WORLD.Dup(), WORLD.Get_size(), []
+    x, y = data(comm, 4096, "f4", "sum"), data(comm, 2048 * p, "i4", "sum")
+    gathered, scattered = np.empty(4096 * p, "f4"), np.empty(2048, "i4")
+    for call in range(300):
+        mpicoll.allgather(x, gathered, comm=comm)
+        mpicoll.reduce_scatter(y, scattered, comm=comm)
+        if call % 100 == 0:
+            compare(comm, problems, f"allgather call {call}", gathered,
+                    reference(comm, "allgather", x))
+            compare(comm, problems, f"reduce_scatter call {call}", scattered,
+                    reference(comm, "reduce_scatter", y, "sum"))
+    kept = {key[1]: name for key, name in context.known(comm).trials.kept.items()}
+    ran = (mpicoll.iallgather(x, comm=comm), mpicoll.ireduce_scatter(y, comm=comm))
+    for request in ran:
+        request.wait()
+    if p > 1 and (set(kept) != {"allgather", "reduce_scatter"} or kept["allgather"] not in GATHER
+                  or kept["reduce_scatter"] not in SCATTER
+                  or [r.algorithm for r in ran] != [kept["allgather"], kept["reduce_scatter"]]):
+        problems.append(f"kept {kept}, then ran {[r.algorithm for r in ran]}")
+    if p == 1 and kept:
+        problems.append(f"one rank tried {kept}")
+    comm.Free()
+    assert_agreed(WORLD, problems, np.frombuffer(repr(sorted(kept.items())).encode(), np.uint8))
+
+
 def test_timing_records_name_the_collective():
     """A timing record per call, naming the collective; count is a block, nbytes nccl-tests'
     size (the larger buffer)."""
