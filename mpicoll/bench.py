@@ -206,9 +206,11 @@ def _size(settings: Settings, which: collective.Collective, methods: list[tuple[
         x = lossy if method[1] else exact
         out[method] = np.empty(receives, dtype)
         calls[method] = _call(which, x, out[method], op, method[0], codec_of.get(method), comm)
-        if which is collective.ALLREDUCE and method[0] == registry.AUTO and not method[1]:
-            for _ in range(api.trials_left(x, op=op, comm=comm)):  # its trials first: the
-                calls[method]()  # steady state
+        if method[0] == registry.AUTO and not method[1]:  # its trials first: the steady state
+            left = api.trials_left(x, op=op, comm=comm) if which is collective.ALLREDUCE else \
+                blockwise.trials_left(which.name, x, out[method], op=op, comm=comm)
+            for _ in range(left):
+                calls[method]()
     samples = measure(comm, calls, settings)
     rows = []
     for algorithm, spec in methods:
@@ -223,6 +225,9 @@ def _size(settings: Settings, which: collective.Collective, methods: list[tuple[
         codec = codec_of.get((algorithm, spec))
         if which is collective.ALLREDUCE and select.codec_kind(codec) != "sparse":
             ran = api.choose_algorithm(exact, op=op, algorithm=algorithm, comm=comm, codec=codec)
+        elif algorithm == registry.AUTO and which is not collective.ALLREDUCE:
+            ran = blockwise.choose_algorithm(which.name, exact, out[(algorithm, spec)], op=op,
+                                             comm=comm)
         else:  # what ran is the call's (sparse frames set the course call by call)
             with timing.recording() as rec:
                 calls[(algorithm, spec)]()

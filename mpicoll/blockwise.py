@@ -37,7 +37,7 @@ from .persistent import PersistentRequest
 from .request import Request
 
 __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
-           "reduce_scatter_init"]
+           "reduce_scatter_init", "trials_left", "choose_algorithm"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
 
@@ -348,6 +348,33 @@ def _trial(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, co
     if key is None or key[0] in ctx.trials.kept:
         return None
     return ctx, *key
+
+
+def trials_left(which: str, sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
+                comm: MPI.Intracomm | None = None, counts: Sequence[int] | None = None) -> int:
+    """How many more blocking ``auto`` calls of collective ``which`` like this one are trials
+    (a benchmark of the steady state warms up through them). The same on every rank."""
+    trial = _trial(collective.get(which), sendbuf, recvbuf, op, comm, counts)
+    return 0 if trial is None else trial[0].trials.left(*trial[1:])
+
+
+def choose_algorithm(which: str, sendbuf: Array, recvbuf: Array | None = None, *,
+                     op: OpArg = "sum", comm: MPI.Intracomm | None = None,
+                     counts: Sequence[int] | None = None) -> str:
+    """Name the algorithm ``auto`` runs for a call of collective ``which`` with these
+    arguments now (what its trials kept, or its rule); collective on first use."""
+    which_ = collective.get(which)
+    given = recvbuf if sendbuf is MPI.IN_PLACE or sendbuf is recvbuf else sendbuf
+    xp = array_module(given)
+    data = _array("sendbuf", given, xp)
+    op_ = ops.resolve("sum" if op is None else op)
+    ctx = context.of(communicator(comm))
+    p = ctx.size
+    if counts is not None:
+        elements = sum(int(c) for c in counts)
+    else:
+        elements = data.size * (p if which_.receives_all and given is sendbuf else 1)
+    return _auto(which_, data, transport.choose(data), op_, ctx, elements)
 
 
 def _blocks(which: collective.Collective, counts: Any, p: int, size: int, in_place: bool

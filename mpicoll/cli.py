@@ -163,13 +163,14 @@ def _bench(args: argparse.Namespace) -> int:
 
     comm = MPI.COMM_WORLD
     nodes = len(context.of(comm).layout.nodes)
-    names = args.algorithms or ",".join(dict.fromkeys(
-        tune.candidates(nodes) + algorithms.names(collective="allgather")
-        + algorithms.names(collective="reduce_scatter") + ("auto",)))  # shm: one node
     every = [c for c in collective.names() if algorithms.names(collective=c)]
+    chosen = every if args.collectives == "all" else \
+        [collective.get(c).name for c in args.collectives.split(",") if c]
+    names = args.algorithms or ",".join(dict.fromkeys(  # (shm: one node)
+        [a for c in chosen for a in (tune.candidates(nodes) if c == "allreduce"
+                                     else algorithms.names(collective=c))] + ["auto"]))
     settings = bench.Settings(
-        collectives=every if args.collectives == "all" else
-        [collective.get(c).name for c in args.collectives.split(",") if c],
+        collectives=chosen,
         sizes=bench.size_range(args.sizes, args.factor),
         algorithms=[a for a in names.split(",") if a],
         dtype=args.dtype, op=args.op, iters=args.iters, warmup=args.warmup,
@@ -285,7 +286,7 @@ def _info(args: argparse.Namespace) -> int:
     import numpy as np
     from mpi4py import MPI
 
-    from . import algorithm, api, bench, collective, context, cuda_aware, tune
+    from . import algorithm, api, bench, blockwise, collective, context, cuda_aware, tune
     from . import trials as trials_module
     from ._version import __version__
     from .algorithm import select
@@ -305,6 +306,23 @@ def _info(args: argparse.Namespace) -> int:
         choices.append((nbytes, api.choose_algorithm(x, comm=comm),
                         select.predictions(x.nbytes, layout, among) if layout.size > 1 else {},
                         measured))
+    blocks = {}  # allgather, reduce_scatter: auto's choice per size, and its trials' times
+    for which in ("allgather", "reduce_scatter"):
+        rows = []
+        for nbytes in bench.size_range(args.sizes):
+            per_rank = max(1, nbytes // 4 // comm.Get_size())
+            x = np.ones(per_rank * (comm.Get_size() if which == "reduce_scatter" else 1),
+                        np.float32)
+            out = np.empty(per_rank * (comm.Get_size() if which == "allgather" else 1),
+                           np.float32)
+            run = blockwise.allgather if which == "allgather" else blockwise.reduce_scatter
+            for _ in range(blockwise.trials_left(which, x, out, comm=comm)):
+                run(x, out, comm=comm)
+            measured = next((times for key, times in trials.measured.items()
+                             if key[:2] == (select.size_class(max(x.size, out.size) * 4), which)),
+                            {})
+            rows.append((nbytes, blockwise.choose_algorithm(which, x, out, comm=comm), measured))
+        blocks[which] = rows
     if comm.Get_rank() != 0:
         return 0
     levels = ["single", "funneled", "serialized", "multiple"]
@@ -338,6 +356,15 @@ def _info(args: argparse.Namespace) -> int:
               + "".join(f"{measured[a] * 1e6:>{w}.1f}" if a in measured else f"{'-':>{w}}"
                         for a in among)
               for n, name, _, measured in choices]
+    for which, rows in blocks.items():
+        names = api.algorithms_available(which)[:-1]  # (not auto)
+        lines.append(f"{which}: auto runs (float32, the larger buffer's size), and the times "
+                     "its trials measured in us (-: not tried; up to 8 KiB none: its rule)")
+        lines.append(f"  {'size':>6}    {'auto':<{w}}" + "".join(f"{name:>{w}}" for name in names))
+        lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"
+                  + "".join(f"{measured[a] * 1e6:>{w}.1f}" if a in measured else f"{'-':>{w}}"
+                            for a in names)
+                  for n, name, measured in rows]
     print("\n".join(lines))
     return 0
 

@@ -94,6 +94,17 @@ def test_info_names_library_layout_and_choices(mpirun):
             assert set(tried) == {"native", "native-blocking"}, (size, tried)
         assert len(tried) <= 2 + select.SHORTLIST[0], (size, tried)
         assert tried[picked] == min(tried.values()), (size, picked, tried)
+    for which in ("allgather", "reduce_scatter"):  # the larger buffer: 4 blocks
+        blocks = auto_rows(out, f"{which}:")
+        assert list(blocks) == list(rows), which
+        candidates = set(names(collective=which))
+        for size, (picked, tried) in blocks.items():
+            larger = 4 * 4 * max(1, bench.parse_size(size) // 16)  # bytes: 4 blocks of float32
+            if larger <= select.OWN_UP_TO:
+                assert picked == "native" and not tried, (which, size, tried)
+            else:  # every algorithm of the collective tried, the fastest kept
+                assert set(tried) == candidates and tried[picked] == min(tried.values()), \
+                    (which, size, picked, tried)
 
 
 def test_bad_bench_arguments_fail_on_every_rank_without_hanging(mpirun):
