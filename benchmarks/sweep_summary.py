@@ -27,11 +27,12 @@ class Row(NamedTuple):
     time_us: float    # mpicoll's
 
 
-def read(path: str) -> dict[tuple[int, str], Row]:
-    """(size, algorithm) -> its row of one bench table (stdout), plain calls only."""
+def read(path: str, section: str = "allreduce") -> dict[tuple[int, str], Row]:
+    """(size, algorithm) -> its row of one bench table (stdout), plain calls only, of one
+    collective's section."""
     rows = {}
     with open(path) as f:
-        for cells in table(f):  # allreduce's section
+        for cells in table(f, section):
             if len(cells) >= 14 and cells[0].isdigit() and cells[6] == "-":
                 rows[(int(cells[0]), cells[4])] = Row(float(cells[11]), cells[5],
                                                       float(cells[10]), float(cells[7]))

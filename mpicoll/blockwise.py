@@ -47,7 +47,7 @@ RING_FROM = {"reduce_scatter": 16 << 20}
 size class still on trial, nonblocking and persistent calls before, device arrays): ``ring``
 from this many bytes of ``sendbuf`` on (and wherever MPI's own cannot run the call as mpicoll does:
 device buffers staged through the host, Open MPI's saturating 8- and 16-bit integer sums),
-else MPI's own (``benchmarks/collectives.py``: reduce_scatter of
+else MPI's own (``bench -C allgather,reduce_scatter``: reduce_scatter of
 32 MiB through ring 0.70× MPICH's own on 2 ranks, 0.86× on 4, 0.13× Open MPI's on 2; allgather
 through ring never below 1.05× MPI's own)."""
 
