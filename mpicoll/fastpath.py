@@ -36,7 +36,6 @@ from mpi4py.MPI import Datatype
 from . import check, context, execution, fault, inflight, timing, watchdog
 from .check import say
 from .algorithm import Algorithm, Options
-from ._mpi import complete
 from .algorithm.native import NativeExecution, blockwise_call, divide_into, send_argument
 from .context import CachedPlan, Context
 from .engine import BoundExecution, bind, run_bound
@@ -403,15 +402,26 @@ class WatchedCall(LoweredCall):
             ctx.forget_lowered(self.algorithm_arg)
 
 
+last_blocks: LoweredBlocks | None = None
+"""The lowered call of the last blocking allgather or reduce_scatter, tried first (as
+:data:`last_run`: a lookup cache owning nothing)."""
+
+
 def blocks(which: str, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any,
            counts: Any) -> Any:
     """The result of a blocking allgather or reduce_scatter (``which``) from a lowered call of
     ``comm`` that fits it, or None: the full path (:mod:`mpicoll.blockwise`) must run it."""
+    global last_blocks
+    if last_blocks is not None:
+        result = last_blocks.run_blocks(which, sendbuf, recvbuf, op, algorithm, comm, counts)
+        if result is not None:
+            return result
     ctx = context.known(comm)
     for call in () if ctx is None else ctx.lowered:
         if type(call) is LoweredBlocks:
             result = call.run_blocks(which, sendbuf, recvbuf, op, algorithm, comm, counts)
             if result is not None:
+                last_blocks = call
                 return result
     return None
 
@@ -441,8 +451,15 @@ class LoweredBlocks:
         self.post: Any = None
         self.bound: tuple = ()
         self.schedule: Any = None
-        if algorithm.mpi:
-            self.post = blockwise_call(ctx.comm, self.which, send, recv, op, options.counts)
+        if algorithm.mpi:  # (its buffers with their datatype: mpi4py reads those faster)
+            post, args = blockwise_call(ctx.comm, self.which, send, recv, op, options.counts)
+            try:
+                mpi_type = Datatype.fromcode(recv.dtype.char) if recv.dtype.isnative else None
+            except (KeyError, ValueError):
+                mpi_type = None
+            if mpi_type is not None and options.counts is None:
+                args = tuple([a, mpi_type] if isinstance(a, np.ndarray) else a for a in args)
+            self.post = post, args
         elif plan is not None and plan.lowered is not None:
             self.schedule = plan.schedule
             tmp = np.empty(plan.schedule.tmp_count, recv.dtype)
@@ -472,6 +489,9 @@ class LoweredBlocks:
 
     def retire(self) -> None:
         """Match no call from now on, and let go of the user's arrays."""
+        global last_blocks
+        if last_blocks is self:
+            last_blocks = None
         self.comm = _NEVER
         self.send_arg = self.recv_arg = _UNBOUND
         self.post, self.bound = None, ()
@@ -479,8 +499,9 @@ class LoweredBlocks:
     def run_blocks(self, which: str, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
                    comm: Any, counts: Any) -> Any:
         """``recvbuf``, the result of the call, or None when the full path must run it."""
-        if comm is not self.comm or sendbuf is not self.send_arg or recvbuf is not self.recv_arg \
-                or which != self.which or algorithm != self.algorithm_arg \
+        if sendbuf is not self.send_arg or recvbuf is not self.recv_arg or comm is not self.comm \
+                or which is not self.which and which != self.which \
+                or algorithm is not self.algorithm_arg and algorithm != self.algorithm_arg \
                 or (op is not self.op_arg and op != self.op_arg) \
                 or (counts is not self.counts_arg and (counts is None or self.counts_arg is None
                                                        or tuple(counts) != self.counts)) \
@@ -490,16 +511,22 @@ class LoweredBlocks:
         ctx = self.ctx
         if inflight.in_flight and inflight.concerns(ctx):  # the engine must drive them
             return None
-        ctx.claim()
+        if ctx.busy:  # ctx.claim(), as LoweredCall.run inlines it
+            ctx.claim()
         number = next(ctx.calls)  # numbered and tagged as on the full path: in step
-        tags = ctx.next_tags(self.tags, self.kind_bits)
         ctx.busy = True
         try:
-            if self.post is not None:
+            if self.post is not None:  # (MPI's own: no tags of mpicoll's)
                 post, args = self.post
-                complete(post(*args), ctx.spins)
+                request = post(*args)
+                for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
+                    if request.Test():
+                        break
+                else:
+                    request.Wait()
             else:
-                run_bound(self.bound, ctx.comm, tags[0], self.op, self.schedule)
+                run_bound(self.bound, ctx.comm, ctx.next_tags(self.tags, self.kind_bits)[0],
+                          self.op, self.schedule)
             if ctx.fault_tolerant and (failed := fault.check(ctx.comm)) is not None:
                 raise failed
         except MPI.Exception as error:
