@@ -7,10 +7,10 @@ fingerprint check (which names the collective, so ranks that call different coll
 ``MismatchError``), requests the progress engine completes in any order alongside allreduce's.
 ``ring`` runs them from its allreduce's two halves and ``native`` is MPI's own, in every call
 form, with equal blocks or uneven ``counts`` (``MPI_Allgatherv``, ``MPI_Reduce_scatter``) and
-in place as MPI does it. ``auto`` measures, as allreduce's does: above 8 KiB a communicator's
-first blocking calls of each size class try MPI's own and every algorithm that plans the
-collective in turn, and keep the fastest (:func:`_trial`); up to 8 KiB, and until the trials
-are done, a rule (:data:`RING_FROM`). Codecs and averages come next and are refused clearly
+in place as MPI does it. ``auto`` measures, as allreduce's does: a communicator's first
+blocking calls of each size class try MPI's own two calls (and above 8 KiB every algorithm
+that plans the collective) in turn, and keep the fastest (:func:`_trial`); until then, a rule
+(:data:`RING_FROM`). Codecs and averages come next and are refused clearly
 until then.
 A blocking call on the same arrays as an earlier one (a loop's) takes a fast path
 (:class:`mpicoll.fastpath.LoweredBlocks`): some 10 µs of Python less.
@@ -29,7 +29,8 @@ from mpi4py import MPI
 from . import _env, collective, context, execution, fastpath, fault, inflight, ops, timing, \
     transport
 from ._array import Array, array_module, flat, writeable
-from .api import _array, communicator
+from ._mpi import threads_allow
+from .api import SAMPLE, _array, communicator
 from .algorithm import Options, native, registry, select
 from .algorithm.native import NativeExecution
 from .execution import Call
@@ -43,8 +44,8 @@ OpArg = Union[str, MPI.Op, ops.Op]
 
 
 RING_FROM = {"reduce_scatter": 16 << 20}
-"""``auto``'s rule for these collectives where its trials have kept nothing (up to 8 KiB, a
-size class still on trial, nonblocking and persistent calls before, device arrays): ``ring``
+"""``auto``'s rule for these collectives where its trials have kept nothing (a size class
+still on trial, nonblocking and persistent calls before, device arrays): ``ring``
 from this many bytes of ``sendbuf`` on (and wherever MPI's own cannot run the call as mpicoll does:
 device buffers staged through the host, Open MPI's saturating 8- and 16-bit integer sums),
 else MPI's own (``bench -C allgather,reduce_scatter``: reduce_scatter of
@@ -69,8 +70,8 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
             rank i sends ``counts[i]`` elements, its block in ``recvbuf`` starts after the
             blocks of ranks below it.
         algorithm: one of ``algorithms("allgather")``; "auto" runs what its trials measured
-            fastest for the size class above 8 KiB, else MPI's own (``ring`` where the
-            buffers are staged through the host: :data:`RING_FROM`).
+            fastest for the size class, else MPI's own (``ring`` where the buffers are staged
+            through the host: :data:`RING_FROM`).
         codec: not built yet for allgather (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
@@ -116,8 +117,8 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
         op: "sum", "prod", "min", "max" or the matching ``mpi4py.MPI.Op`` (or a commutative
             user-defined one); "avg" is not built yet.
         algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs what its trials
-            measured fastest for the size class above 8 KiB, else ``ring`` from 16 MiB of
-            ``sendbuf`` on and MPI's own below (:data:`RING_FROM`).
+            measured fastest for the size class, else ``ring`` from 16 MiB of ``sendbuf`` on
+            and MPI's own below (:data:`RING_FROM`).
         codec: not built yet for reduce_scatter (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
@@ -156,17 +157,21 @@ def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
         trial = _trial(which, sendbuf, recvbuf, op, comm, counts)
         if trial is not None:
             ctx, key, shortlist = trial
-            name, _ = ctx.trials.next(key, shortlist)
-            began = time.perf_counter()
-            result = _blocking(which, sendbuf, recvbuf, op, name, comm, None, counts)
             try:
-                ctx.trials.ran(key, shortlist, name, time.perf_counter() - began, guard=False)
+                if key[0] <= select.OWN_UP_TO:  # all its trials now, on scratch arrays
+                    _sampled(which, ctx, key, shortlist, sendbuf, recvbuf, op, comm, counts)
+                else:
+                    name, _ = ctx.trials.next(key, shortlist)
+                    began = time.perf_counter()
+                    result = _blocking(which, sendbuf, recvbuf, op, name, comm, None, counts)
+                    ctx.trials.ran(key, shortlist, name, time.perf_counter() - began,
+                                   guard=False)
+                    return result
             except MPI.Exception as error:
                 failed = fault.failure(error, ctx.comm)
                 if failed is None:
                     raise
                 raise ctx.failed(failed).during("agreeing on auto's choice") from None
-            return result
     request, lowered = _start(which, sendbuf, recvbuf, op, algorithm, comm, codec, counts,
                               lower=True)
     result = request.wait()
@@ -175,12 +180,30 @@ def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
     return result
 
 
+def _sampled(which: collective.Collective, ctx: context.Context, key: tuple,
+             shortlist: tuple[str, ...], sendbuf: Any, recvbuf: Any, op: Any, comm: Any,
+             counts: Any) -> None:
+    """Trials of a small size (MPI's own two calls), each the mean of ``api.SAMPLE`` calls
+    back to back on scratch arrays like the call's, as allreduce's ``auto`` samples them
+    (single calls of microseconds timed between Python rank them unlike a loop's)."""
+    in_place = sendbuf is MPI.IN_PLACE or sendbuf is recvbuf
+    out = None if recvbuf is None else np.zeros_like(recvbuf)  # (None: allocated, as the call's)
+    send = MPI.IN_PLACE if in_place else np.zeros_like(sendbuf)
+    while ctx.trials.left(key, shortlist):
+        name, _ = ctx.trials.next(key, shortlist)
+        began = time.perf_counter()
+        for _ in range(SAMPLE):
+            _blocking(which, send, out, op, name, comm, None, counts)
+        ctx.trials.ran(key, shortlist, name, (time.perf_counter() - began) / SAMPLE,
+                       guard=False)
+
+
 def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
            comm: Any, codec: Any, counts: Any, lower: bool = False) -> Any:
     """Check, number and fingerprint-check the call everywhere, then start it: its request
-    (``lower``: and a lowered call for blocking calls like it, or None)."""
+    (``lower``, a blocking call's: and a lowered call for calls like it, or None)."""
     chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
-                                                      comm, codec, counts)
+                                                      comm, codec, counts, blocking=lower)
     request = Request(recv, chosen.name, "", call.path.name, call.record, kind, number,
                       call.ctx)
     cast(context.Context, call.ctx).hold(call.tags, request)  # (earlier users of its tags: done)
@@ -215,7 +238,8 @@ def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: An
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-             comm: Any, codec: Any, counts: Any) -> tuple[Any, Call, Array, tuple, int, int]:
+             comm: Any, codec: Any, counts: Any, blocking: bool = False
+             ) -> tuple[Any, Call, Array, tuple, int, int]:
     """Validate every argument locally (before anything is sent: every rank raises alike),
     then number the call and start its fingerprint check: the algorithm, the call, the result
     array, the call's kind, number and tag hash."""
@@ -278,7 +302,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
     n = sizes[me] if counts is None else sizes  # the fingerprint's count: every rank's if uneven
     kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name, "", which.name)
-    number, bits, checking = ctx.begin_checked(kind, blocks=chosen.blocks)
+    number, bits, checking = ctx.begin_checked(kind, blocks=blocking and chosen.blocks)
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
@@ -288,7 +312,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     options = Options(_env.settings().segment_bytes, send.dtype.str, which.name,
                       None if counts is None else sizes)
     call = Call(ctx, send, flat(recv), op_, options, None, None, record, path,
-                ctx.next_tags(chosen.tags, bits), checking, collective=which.name)
+                ctx.next_tags(chosen.tags, bits), checking, blocking, which.name)
     return chosen, call, recv, kind, number, bits
 
 
@@ -310,17 +334,20 @@ def _auto(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: c
 def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,
          elements: int) -> tuple[tuple, tuple[str, ...]] | None:
     """The key of ``auto``'s trials for a call whose larger buffer holds ``elements`` (the
-    size class, the collective, dtype and op) and what they try, MPI's own first (ties go to
-    it); None where nothing is tried: one rank, device memory, ``MPICOLL_AUTO=model``, a size
-    up to ``select.OWN_UP_TO`` (MPI's own there: no Python schedule beats its C)."""
+    size class, the collective, dtype and op) and what they try: MPI's own two calls first
+    (ties go to them), then above ``select.OWN_UP_TO`` every algorithm that plans the
+    collective (no Python schedule beats MPI's C below); None where nothing is tried: one
+    rank, device memory, ``MPICOLL_AUTO=model``."""
     nbytes = elements * dtype.itemsize
-    if ctx.size == 1 or path.name != "host" or _env.settings().auto == "model" \
-            or nbytes <= select.OWN_UP_TO:
+    if ctx.size == 1 or path.name != "host" or _env.settings().auto == "model":
         return None
     mpi_can = native.exact(dtype) or not which.reduces
-    shortlist = (("native",) if mpi_can else ()) + tuple(
+    own = tuple(sorted((a.name for a in registry.registered(which.name)
+                        if a.mpi and mpi_can and (threads_allow() or not a.blocks)),
+                       key=lambda name: not registry.get(name, which.name).blocks))
+    shortlist = own + (() if nbytes <= select.OWN_UP_TO else tuple(
         a.name for a in registry.registered(which.name)
-        if not a.mpi and (op.commutative or not a.needs_commutative))
+        if not a.mpi and (op.commutative or not a.needs_commutative)))
     if len(shortlist) < 2:
         return None
     return (select.size_class(nbytes), which.name, dtype.str, op.name), shortlist

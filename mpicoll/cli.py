@@ -359,7 +359,7 @@ def _info(args: argparse.Namespace) -> int:
     for which, rows in blocks.items():
         names = api.algorithms_available(which)[:-1]  # (not auto)
         lines.append(f"{which}: auto runs (float32, the larger buffer's size), and the times "
-                     "its trials measured in us (-: not tried; up to 8 KiB none: its rule)")
+                     "its trials measured in us (-: not tried)")
         lines.append(f"  {'size':>6}    {'auto':<{w}}" + "".join(f"{name:>{w}}" for name in names))
         lines += [f"  {bench.format_size(n) + 'B':>6} -> {name:<{w}}"
                   + "".join(f"{measured[a] * 1e6:>{w}.1f}" if a in measured else f"{'-':>{w}}"

@@ -435,6 +435,7 @@ class LoweredBlocks:
 
     __slots__ = ("key", "comm", "algorithm_arg", "which", "send_arg", "recv_arg", "op_arg",
                  "counts_arg", "counts", "dtype", "ctx", "op", "kind", "kind_bits", "tags", "post",
+                 "blocks",
                  "bound", "schedule")
 
     def __init__(self, args: tuple, send: np.ndarray, recv: np.ndarray, ctx: Context, op: Op,
@@ -451,8 +452,10 @@ class LoweredBlocks:
         self.post: Any = None
         self.bound: tuple = ()
         self.schedule: Any = None
+        self.blocks = algorithm.blocks  # MPI's blocking call (nothing else is in flight)
         if algorithm.mpi:  # (its buffers with their datatype: mpi4py reads those faster)
-            post, args = blockwise_call(ctx.comm, self.which, send, recv, op, options.counts)
+            post, args = blockwise_call(ctx.comm, self.which, send, recv, op, options.counts,
+                                        "" if self.blocks else "I")
             try:
                 mpi_type = Datatype.fromcode(recv.dtype.char) if recv.dtype.isnative else None
             except (KeyError, ValueError):
@@ -519,11 +522,12 @@ class LoweredBlocks:
             if self.post is not None:  # (MPI's own: no tags of mpicoll's)
                 post, args = self.post
                 request = post(*args)
-                for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
-                    if request.Test():
-                        break
-                else:
-                    request.Wait()
+                if not self.blocks:  # (MPI's blocking call returned done: None)
+                    for _ in ctx.spins:  # _mpi.complete(request, ctx.spins), inlined
+                        if request.Test():
+                            break
+                    else:
+                        request.Wait()
             else:
                 run_bound(self.bound, ctx.comm, ctx.next_tags(self.tags, self.kind_bits)[0],
                           self.op, self.schedule)

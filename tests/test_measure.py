@@ -100,11 +100,9 @@ def test_info_names_library_layout_and_choices(mpirun):
         candidates = set(names(collective=which))
         for size, (picked, tried) in blocks.items():
             larger = 4 * 4 * max(1, bench.parse_size(size) // 16)  # bytes: 4 blocks of float32
-            if larger <= select.OWN_UP_TO:
-                assert picked == "native" and not tried, (which, size, tried)
-            else:  # every algorithm of the collective tried, the fastest kept
-                assert set(tried) == candidates and tried[picked] == min(tried.values()), \
-                    (which, size, picked, tried)
+            own = {"native", "native-blocking"}  # MPI's own two calls, up to OWN_UP_TO alone
+            assert set(tried) == (own if larger <= select.OWN_UP_TO else candidates) \
+                and tried[picked] == min(tried.values()), (which, size, picked, tried)
 
 
 def test_bad_bench_arguments_fail_on_every_rank_without_hanging(mpirun):

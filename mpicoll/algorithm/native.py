@@ -67,27 +67,28 @@ def blockwise(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op
     started): the ``v`` form where ``counts`` gives uneven blocks, ``MPI_IN_PLACE`` where the
     arrays are one (allgather: ``send`` is this rank's block of ``recv``; reduce_scatter: the
     input is ``recv``, the result its first block)."""
-    post, args = blockwise_call(comm, collective, send, recv, op, counts, persistent)
+    post, args = blockwise_call(comm, collective, send, recv, op, counts,
+                                "init" if persistent else "I")
     return post(*args)
 
 
 def blockwise_call(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,
-                   counts: tuple[int, ...] | None, persistent: bool = False
-                   ) -> tuple[Any, tuple]:
+                   counts: tuple[int, ...] | None, form: str = "I") -> tuple[Any, tuple]:
     """:func:`blockwise`'s MPI call and its arguments, decided once (the fast path posts them
-    again and again)."""
+    again and again); ``form``: "I" (nonblocking), "init" (persistent) or "" (blocking)."""
     first = MPI.IN_PLACE if in_place(send, recv) else send
-    if collective == "allgather":
-        if counts is None:
-            return (comm.Allgather_init if persistent else comm.Iallgather), (first, recv)
-        starts = list(itertools.accumulate(counts, initial=0))[:-1]
-        return (comm.Allgatherv_init if persistent else comm.Iallgatherv), \
-            (first, [recv, (list(counts), starts)])
+    stem = {"allgather": "Allgather", "reduce_scatter": "Reduce_scatter"}[collective]
     if counts is None:
-        return (comm.Reduce_scatter_block_init if persistent else comm.Ireduce_scatter_block), \
-            (first, recv, op.mpi)
-    return (comm.Reduce_scatter_init if persistent else comm.Ireduce_scatter), \
-        (first, recv, list(counts), op.mpi)
+        stem += "_block" if collective == "reduce_scatter" else ""
+        args: tuple = (first, recv) if collective == "allgather" else (first, recv, op.mpi)
+    elif collective == "allgather":
+        stem += "v"
+        args = (first, [recv, (list(counts), list(itertools.accumulate(counts, initial=0))[:-1])])
+    else:
+        args = (first, recv, list(counts), op.mpi)
+    name = f"{stem}_init" if form == "init" else f"I{stem[0].lower()}{stem[1:]}" if form == "I" \
+        else stem
+    return getattr(comm, name), args
 
 
 def first_buffer(send: Any, recv: Any, op: Op, size: int) -> Any:

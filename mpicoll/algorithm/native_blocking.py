@@ -1,6 +1,8 @@
 """The MPI library's own blocking ``MPI_Allreduce`` for blocking calls: where MPI's blocking
 collective beats its nonblocking one (MPICH 5 at 8 KiB on 4 ranks: ``MPI_Iallreduce`` took
-1.24× ``MPI_Allreduce``), a candidate of ``auto`` as measured by ``tune``.
+1.24× ``MPI_Allreduce``; Open MPI's ``MPI_Iallgather`` 2.6-4.8× its ``MPI_Allgather`` at 32 KiB
+to 2 MiB on 2 ranks), a candidate of ``auto`` as measured by ``tune``. The same for
+``allgather`` and ``reduce_scatter``: their blocking calls.
 
 MPI never matches a blocking collective with a nonblocking one, so every rank must block in
 the same calls: a blocking ``allreduce`` with this algorithm always runs ``MPI_Allreduce``,
@@ -27,7 +29,7 @@ from .. import fault, watchdog
 from .._mpi import threads_allow
 from ..execution import Call
 from .base import Algorithm
-from .native import NativeExecution, first_buffer
+from .native import NativeExecution, blockwise_call, first_buffer
 
 __all__ = ["ALGORITHM", "BlockingExecution"]
 
@@ -51,13 +53,18 @@ class BlockingExecution(NativeExecution):
         call, self._call = self._call, None
         if call is None:
             return
-        args = (first_buffer(call.send, call.recv, call.op, call.ctx.size), call.recv,
+        if call.collective == "allreduce":
+            method, args = call.ctx.comm.Allreduce, (
+                first_buffer(call.send, call.recv, call.op, call.ctx.size), call.recv,
                 call.op.mpi)
+        else:  # MPI_Allgather(v), MPI_Reduce_scatter(_block)
+            method, args = blockwise_call(call.ctx.comm, call.collective, call.send, call.recv,
+                                          call.op, call.options.counts, "")
         from .. import inflight  # the engine imports the requests, which import the algorithms
         if len(inflight.outstanding()) <= 1:  # this call's own request alone: block right here
-            with watchdog.Blocked(lambda: "MPI_Allreduce (native-blocking)"):
+            with watchdog.Blocked(lambda: f"MPI_{method.__name__} (native-blocking)"):
                 try:
-                    call.ctx.comm.Allreduce(*args)
+                    method(*args)
                 except MPI.Exception as error:
                     raise fault.failure(error, call.ctx.comm) or error
             self._finished()
@@ -68,12 +75,13 @@ class BlockingExecution(NativeExecution):
                                "or use another algorithm")
         request = MPI.Grequest.Start(lambda status: None, lambda: None, lambda completed: None)
         self._request = request
-        threading.Thread(target=self._block, args=(call.ctx.comm, args, request), daemon=True,
-                         name="mpicoll native-blocking").start()
+        threading.Thread(target=self._block, args=(call.ctx.comm, method, args, request),
+                         daemon=True, name="mpicoll native-blocking").start()
 
-    def _block(self, comm: MPI.Intracomm, args: tuple, request: MPI.Grequest) -> None:
+    def _block(self, comm: MPI.Intracomm, method: Any, args: tuple, request: MPI.Grequest
+               ) -> None:
         try:
-            comm.Allreduce(*args)
+            method(*args)
         except MPI.Exception as error:  # raised again where the call waits
             self._error = fault.failure(error, comm) or error
         except BaseException as error:
@@ -100,5 +108,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Any]:
 
 
 ALGORITHM = Algorithm("native-blocking", "the MPI library's own MPI_Allreduce for blocking "
-                      "calls (MPI_Iallreduce for the others), for auto where MPI's blocking "
-                      "call is faster", run=run, tags=0, mpi=True, blocks=True)
+                      "calls (MPI_Iallreduce for the others; MPI_Allgather(v), "
+                      "MPI_Reduce_scatter(_block) likewise), for auto where MPI's blocking "
+                      "call is faster", run=run, tags=0, mpi=True, blocks=True,
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))

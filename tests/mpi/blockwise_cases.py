@@ -403,7 +403,7 @@ def test_auto_tries_its_candidates_and_keeps_the_fastest():
     comm, p, problems = WORLD.Dup(), WORLD.Get_size(), []
     x, y = data(comm, 4096, "f4", "sum"), data(comm, 2048 * p, "i4", "sum")
     gathered, scattered = np.empty(4096 * p, "f4"), np.empty(2048, "i4")
-    for call in range(300):
+    for call in range(400):  # (allgather: 5 candidates, 4 rounds of 16 calls back to back)
         mpicoll.allgather(x, gathered, comm=comm)
         mpicoll.reduce_scatter(y, scattered, comm=comm)
         if call % 100 == 0:
