@@ -566,9 +566,10 @@ def _packed(spec: Any, p: int) -> tuple[Any, tuple[int, ...]]:
             else list(displs)
         if starts != packed:
             raise _Fallback("displacements that are not the packed layout")
-    if sum(sizes) > recv.size:
+    total = sum(sizes)
+    if total > recv.size:
         raise _Fallback("counts beyond the buffer")
-    return recv[:sum(sizes)], sizes
+    return recv if total == recv.size else recv[:total], sizes  # (the same array: fast path)
 
 
 def _reduces_arrays(dtype: np.dtype, op: Any) -> bool:
