@@ -381,17 +381,21 @@ def test_ranks_that_disagree_raise_mismatch_everywhere():
 
 
 def test_auto_runs_ring_for_large_reduce_scatter():
-    """auto's size rule (blockwise.RING_FROM): ring from 16 MiB of sendbuf, MPI's own below and
-    for allgather, ring for small-integer sums under Open MPI; what ran is the request's."""
-    p = WORLD.Get_size()
-    big = data(WORLD, (blockwise.RING_FROM["reduce_scatter"] // 4 // p + 1) * p, "f4", "sum")
-    requests = [mpicoll.ireduce_scatter(big), mpicoll.ireduce_scatter(big[:p]),
-                mpicoll.iallgather(big[:1000]), mpicoll.ireduce_scatter(np.ones(2 * p, "i2"))]
+    """auto's size rule (blockwise.RING_FROM), what a communicator whose trials kept nothing
+    yet runs: ring from 16 MiB of sendbuf, MPI's own below and for allgather, ring for
+    small-integer sums under Open MPI; what ran is the request's."""
+    comm, p = WORLD.Dup(), WORLD.Get_size()  # (fresh: no choice kept by earlier cases' trials)
+    big = data(comm, (blockwise.RING_FROM["reduce_scatter"] // 4 // p + 1) * p, "f4", "sum")
+    requests = [mpicoll.ireduce_scatter(big, comm=comm),
+                mpicoll.ireduce_scatter(big[:p], comm=comm),
+                mpicoll.iallgather(big[:1000], comm=comm),
+                mpicoll.ireduce_scatter(np.ones(2 * p, "i2"), comm=comm)]
     results = [request.wait() for request in requests]
     ran = [request.algorithm for request in requests]
     small_ints = "native" if native.exact(np.dtype("i2")) else "ring"  # (Open MPI saturates)
     problems = [] if ran == ["ring", "native", "native", small_ints] else [f"auto ran {ran}"]
-    compare(WORLD, problems, "16 MiB", results[0], reference(WORLD, "reduce_scatter", big, "sum"))
+    compare(comm, problems, "16 MiB", results[0], reference(comm, "reduce_scatter", big, "sum"))
+    comm.Free()
     assert_agreed(WORLD, problems, results[2])
 
 
