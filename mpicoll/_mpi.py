@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Iterable
 
 from mpi4py import MPI
 
@@ -30,7 +31,7 @@ def threads_allow() -> bool:
     return MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
 
-def complete(request: MPI.Request, spin: range = SPINS) -> None:
+def complete(request: MPI.Request, spin: Iterable[int] = SPINS) -> None:
     """Wait for ``request``: ``Test`` ``len(spin)`` times, then ``Wait``."""
     for _ in spin:
         if request.Test():

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 from mpi4py import MPI
@@ -106,7 +106,7 @@ class Channel:
     __slots__ = ("comm", "spins", "_sent", "_mine", "_values", "_persistent", "_request", "_about",
                  "_remember", "pending", "carried")
 
-    def __init__(self, comm: MPI.Intracomm, spins: range,
+    def __init__(self, comm: MPI.Intracomm, spins: Iterable[int],
                  remember: Callable[[tuple, int], None]):
         self.comm, self.spins = comm.Dup(), spins
         self._remember = remember  # a new kind every rank agreed on: not checked again

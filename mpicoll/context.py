@@ -15,7 +15,7 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 from mpi4py import MPI
@@ -89,7 +89,10 @@ class Context:
             # than when some call first needs it: calls that differ across ranks would hang in it.
             self.layout = Layout(self.rank, self.size, topology.node_groups(self.comm))
             mine = next(node for node in self.layout.nodes if self.rank in node)
-            self.spins = _mpi.spins(len(mine))  # Test calls before Wait: fewer on shared cores
+            # Test calls before Wait: fewer on shared cores; in a fault-tolerant job, no Wait
+            self.fault_tolerant = self.size > 1 and fault.tolerant()  # collectives end with a check
+            self.spins: Iterable[int] = fault.Polling(self.comm, _mpi.spins(len(mine))) \
+                if self.fault_tolerant else _mpi.spins(len(mine))
             self.checks = check.Channel(self.comm, self.spins, self.remember)  # fingerprint checks run there
         except MPI.Exception as error:
             self.comm.Free()
@@ -110,7 +113,6 @@ class Context:
         self._names: list[int] = []  # ids of the user's objects for this communicator (_KNOWN)
         self._node_window: NodeWindow | None = None
         self.failure: fault.ProcessFailedError | None = None  # a process of it failed
-        self.fault_tolerant = self.size > 1 and fault.tolerant()  # collectives end with a check
         _LIVE.add(self)
         watchdog.ensure_started()  # MPICOLL_TIMEOUT: read with the first communicator
         # The standard guarantees TAG_UB on COMM_WORLD only (Open MPI leaves it unset on
@@ -301,7 +303,7 @@ class Context:
         """The shared window of this rank's node, ``node`` (created, collectively over the
         node's ranks, by the first plan that uses it)."""
         if self._node_window is None:
-            self._node_window = NodeWindow(self.comm, node)
+            self._node_window = NodeWindow(self.comm, node, self.spins)
         return self._node_window
 
     def node_window_ready(self, nbytes: int) -> bool:

@@ -9,7 +9,7 @@ session it runs in is any object with a Context's plan cache and node window
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Union
 
 from mpi4py import MPI
 
@@ -35,7 +35,7 @@ class Session(Protocol):
     comm: MPI.Intracomm
     rank: int
     size: int
-    spins: range
+    spins: Iterable[int]
     layout: Layout
 
     def cached_plan(self, algorithm: Algorithm, count: int, options: Options,

@@ -145,7 +145,10 @@ def _wait(request: Request) -> None:
             if request in mine and pending:  # block until one of them moves
                 status = MPI.Status()
                 try:
-                    index = MPI.Request.Waitany([m for _, _, m in pending], status)
+                    index = _waitany([m for _, _, m in pending], status, request)
+                except fault.ProcessFailedError as error:  # (a fault-tolerant job's polling)
+                    request.context.failed(error)
+                    continue  # its collectives were stopped, this one among them
                 except MPI.Exception as error:  # a process failed, or a message too large
                     if _failed(error, mine):
                         continue  # its collectives were stopped (this one too, if it is its)
@@ -162,6 +165,20 @@ def _wait(request: Request) -> None:
         if request not in mine and not request.done:  # another thread advances it: poll
             time.sleep(delay)
             delay = min(2 * delay + 1e-6, 1e-3)
+
+
+def _waitany(requests: list[MPI.Request], status: MPI.Status, request: Request) -> int:
+    """``MPI_Waitany``, or in a fault-tolerant job ``Testany`` in the spins of ``request``'s
+    context, which never block in ``Wait`` (:class:`mpicoll.fault.Polling`: a revoke does not
+    end MPI's own nonblocking collectives) and raise once a process failed."""
+    if not request.context.fault_tolerant:
+        return MPI.Request.Waitany(requests, status)
+    spins = iter(request.context.spins)
+    while True:
+        next(spins)
+        index, flag = MPI.Request.Testany(requests, status)
+        if flag:
+            return index
 
 
 def _failed(error: MPI.Exception, mine: list[Request]) -> bool:

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 from mpi4py import MPI
 
-from ._mpi import complete, spins
+from ._mpi import complete
 
 __all__ = ["NodeWindow", "NotOneNodeError", "free_all"]
 
@@ -58,7 +58,7 @@ class NotOneNodeError(ValueError):
 class NodeWindow:
     """The shared window of the ranks ``node`` (ranks of ``comm``, this one among them)."""
 
-    def __init__(self, comm: MPI.Intracomm, node: tuple[int, ...]):
+    def __init__(self, comm: MPI.Intracomm, node: tuple[int, ...], spins: Iterable[int]):
         group = comm.Get_group()
         mine = group.Incl(list(node))
         try:
@@ -87,7 +87,7 @@ class NodeWindow:
         finally:
             mine.Free()
             world.Free()
-        self._spins = spins(len(node))
+        self._spins = spins  # (the context's: a fault-tolerant job's never block in Wait)
         self._windows: list[MPI.Win] = []
         # The stamps: one int64 per rank, in a window of their own (never grown).
         self._size, self._me = self.comm.Get_size(), self.comm.Get_rank()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from mpi4py import MPI
 
@@ -110,7 +110,7 @@ class NativeExecution:
                  "_divide", "_comm")
 
     def __init__(self, call: Call | None, request: MPI.Request | None = None,
-                 spins: range = SPINS, comm: MPI.Comm | None = None):
+                 spins: Iterable[int] = SPINS, comm: MPI.Comm | None = None):
         self._call = call  # until posted
         self._comm: Any = comm if call is None else call.ctx.comm  # (for fault.failure)
         self._request = request
@@ -121,13 +121,13 @@ class NativeExecution:
         self._divide: tuple | None = None  # (send, recv, size): an average's, at each restart
 
     @classmethod
-    def posted(cls, request: MPI.Request, spins: range, comm: MPI.Comm) -> NativeExecution:
+    def posted(cls, request: MPI.Request, spins: Iterable[int], comm: MPI.Comm) -> NativeExecution:
         """One posted already, with nothing to record (``mpicoll.fastpath.LoweredCall``'s)."""
         return cls(None, request, spins, comm)
 
     @classmethod
     def persistent(cls, send: Any, recv: Any, in_place: bool, op: Op, comm: MPI.Intracomm,
-                   spins: range, collective: str = "allreduce",
+                   spins: Iterable[int], collective: str = "allreduce",
                    counts: tuple[int, ...] | None = None) -> NativeExecution:
         """``MPI_Allreduce_init`` (or a :func:`blockwise` collective's ``_init``) on the
         caller's buffers, not started: :meth:`restart` it."""
