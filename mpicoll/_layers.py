@@ -11,7 +11,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("collective", "ops", "schedule", "local", "timing", "objects", "codecs", "codecs.*")),
     ("plans", ("algorithm", "algorithm.base", "algorithm.registry", "algorithm.ring",
                "algorithm.compressed_ring", "algorithm.tree", "algorithm.recursive_doubling",
-               "algorithm.rabenseifner", "algorithm.bruck", "algorithm.hybrid", "algorithm.node_leaders",
+               "algorithm.rabenseifner", "algorithm.bruck", "algorithm.binomial",
+               "algorithm.hybrid", "algorithm.node_leaders",
                "algorithm.shm")),
     ("model", ("costmodel", "simulate", "tuning", "algorithm.select")),
     ("runtime", ("topology", "transport", "node_window", "check", "watchdog", "trials", "engine",
@@ -19,7 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "algorithm.sparse_allgather", "algorithm.sparse_regions",
                  "algorithm.sparse_auto", "builtin")),
     ("session", ("context",)),
-    ("calls", ("fastpath", "request", "persistent", "api", "blockwise", "recovery")),
+    ("calls", ("fastpath", "request", "persistent", "api", "blockwise", "rooted", "recovery")),
     ("tools", ("comm", "overlap", "bench", "tune", "demo", "h5", "plot", "cli", "__main__")),
     ("package", ("",)),  # mpicoll itself: the public names
 )

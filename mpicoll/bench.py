@@ -1,14 +1,15 @@
 """Side-by-side benchmark: mpicoll's algorithms against the MPI library's own collective.
 
 Method (the rules in docs/measuring.md): for each collective and size, every repetition runs
-MPI's own call (``Allreduce``, ``Allgather``, ``Reduce_scatter_block``) and each algorithm
+MPI's own call (``Allreduce``, ``Allgather``, ``Reduce_scatter_block``, ``Bcast``, ``Reduce``,
+the rooted ones from rank 0 and to it) and each algorithm
 once, in a new (seeded) order per repetition, each after a barrier; a sample is the slowest
 rank's time. The figure of merit is the median over repetitions of (algorithm time / native
 time in the same repetition), which survives the drift of a shared machine. Sizes and
 bandwidths follow nccl-tests: size is the larger of a rank's send and receive buffers (an
 allgather's result, a reduce_scatter's input: a block per rank), algbw = size / time, busbw =
 algbw · the collective's factor (2(p-1)/p for allreduce, (p-1)/p for allgather and
-reduce_scatter). ``#wrong`` counts elements that differ from native's result on exact-valued
+reduce_scatter, 1 for bcast and reduce). ``#wrong`` counts elements that differ from native's result on exact-valued
 data, so it must be 0.
 
 With codecs (``-c fp16,int8,topk``) every algorithm also runs compressed, on normally
@@ -25,7 +26,7 @@ from typing import Any, Callable, Iterable, TypeAlias, Union
 import numpy as np
 from mpi4py import MPI
 
-from . import api, blockwise, codecs, collective, context, ops, timing
+from . import api, blockwise, codecs, collective, context, ops, rooted, timing
 from . import algorithm as algorithms_
 from .algorithm import registry, select
 from .progress import Progress
@@ -199,15 +200,19 @@ def _size(settings: Settings, which: collective.Collective, methods: list[tuple[
     reference = np.empty(receives, dtype)
     if any(spec for _, spec in methods):
         _native(comm, which, lossy, reference, op)()
-    out: dict[Method, np.ndarray] = {NATIVE: np.empty(receives, dtype)}
+    # (bcast: the buffer is the input at the root; reduce: zeros off the root, left alone)
+    fresh = (lambda: exact.copy()) if which is collective.BCAST else \
+        (lambda: np.zeros(receives, dtype))
+    out: dict[Method, np.ndarray] = {NATIVE: fresh()}
     calls: dict[Method, Callable[[], object]] = {NATIVE: _native(comm, which, exact,
                                                                  out[NATIVE], op)}
     for method in methods:
         x = lossy if method[1] else exact
-        out[method] = np.empty(receives, dtype)
+        out[method] = fresh()
         calls[method] = _call(which, x, out[method], op, method[0], codec_of.get(method), comm)
         if method[0] == registry.AUTO and not method[1]:  # its trials first: the steady state
             left = api.trials_left(x, op=op, comm=comm) if which is collective.ALLREDUCE else \
+                0 if which.rooted else \
                 blockwise.trials_left(which.name, x, out[method], op=op, comm=comm)
             for _ in range(left):
                 calls[method]()
@@ -225,7 +230,8 @@ def _size(settings: Settings, which: collective.Collective, methods: list[tuple[
         codec = codec_of.get((algorithm, spec))
         if which is collective.ALLREDUCE and select.codec_kind(codec) != "sparse":
             ran = api.choose_algorithm(exact, op=op, algorithm=algorithm, comm=comm, codec=codec)
-        elif algorithm == registry.AUTO and which is not collective.ALLREDUCE:
+        elif algorithm == registry.AUTO and which in (collective.ALLGATHER,
+                                                      collective.REDUCE_SCATTER):
             ran = blockwise.choose_algorithm(which.name, exact, out[(algorithm, spec)], op=op,
                                              comm=comm)
         else:  # what ran is the call's (sparse frames set the course call by call)
@@ -246,6 +252,10 @@ def _native(comm: MPI.Intracomm, which: collective.Collective, x: np.ndarray, ou
         return lambda: comm.Allgather(x, out)
     if which is collective.REDUCE_SCATTER:
         return lambda: comm.Reduce_scatter_block(x, out, op=op.mpi)
+    if which is collective.BCAST:
+        return lambda: comm.Bcast(out, 0)
+    if which is collective.REDUCE:
+        return lambda: comm.Reduce(x, out, op=op.mpi, root=0)
     if op.average:
         def call() -> None:
             comm.Allreduce(x, out, op=op.mpi)
@@ -261,6 +271,10 @@ def _call(which: collective.Collective, x: np.ndarray, out: np.ndarray, op: ops.
         return lambda: blockwise.allgather(x, out, algorithm=algorithm, comm=comm)
     if which is collective.REDUCE_SCATTER:
         return lambda: blockwise.reduce_scatter(x, out, op=op, algorithm=algorithm, comm=comm)
+    if which is collective.BCAST:
+        return lambda: rooted.bcast(out, 0, algorithm=algorithm, comm=comm)
+    if which is collective.REDUCE:
+        return lambda: rooted.reduce(x, out, op=op, root=0, algorithm=algorithm, comm=comm)
     return lambda: api.allreduce(x, out, op=op, algorithm=algorithm, comm=comm, codec=codec)
 
 

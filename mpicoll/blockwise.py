@@ -38,7 +38,7 @@ from .persistent import PersistentRequest
 from .request import Request
 
 __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
-           "reduce_scatter_init", "trials_left", "choose_algorithm"]
+           "reduce_scatter_init", "trials_left", "choose_algorithm", "launch", "persist"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
 
@@ -213,15 +213,7 @@ def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, al
     (``lower``, a blocking call's: and a lowered call for calls like it, or None)."""
     chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
                                                       comm, codec, counts, blocking=lower)
-    request = Request(recv, chosen.name, "", call.path.name, call.record, kind, number,
-                      call.ctx)
-    cast(context.Context, call.ctx).hold(call.tags, request)  # (earlier users of its tags: done)
-    try:
-        request.run(execution.start(chosen, call))
-    finally:
-        if call.fingerprint is not None:
-            call.fingerprint.finish()  # every rank started the check: every rank completes it
-    inflight.add(request)
+    request = launch(chosen, call, recv, kind, number)
     if not lower:
         return request
     ctx = cast(context.Context, call.ctx)
@@ -232,18 +224,40 @@ def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, al
         call.op, chosen, kind, bits, call.options, plan)
 
 
+def launch(chosen: Any, call: Call, result: Any, kind: tuple, number: int) -> Request:
+    """Start a prepared call of ``chosen`` (its fingerprint check completed first on every
+    rank) and put its request in flight; ``result`` is what its wait returns."""
+    request = Request(result, chosen.name, "", call.path.name, call.record, kind, number,
+                      call.ctx)
+    cast(context.Context, call.ctx).hold(call.tags, request)  # (earlier users of its tags: done)
+    try:
+        request.run(execution.start(chosen, call))
+    finally:
+        if call.fingerprint is not None:
+            call.fingerprint.finish()  # every rank started the check: every rank completes it
+    inflight.add(request)
+    return request
+
+
+def persist(chosen: Any, call: Call, result: Any, kind: tuple, number: int
+            ) -> PersistentRequest:
+    """A persistent request of a prepared call: MPI's own ``_init`` for ``chosen`` native, else
+    the call run anew at each start."""
+    if call.fingerprint is not None:
+        call.fingerprint.finish()
+    ctx, options = call.ctx, call.options
+    bound = NativeExecution.persistent(call.send, call.recv, False, call.op, ctx.comm, ctx.spins,
+                                       options.collective, options.counts, options.root) \
+        if chosen.mpi else None  # (else: run anew)
+    return PersistentRequest(result, chosen.name, "", call.path.name, kind, number, ctx, bound,
+                             lambda: execution.start(chosen, call), call.tags)
+
+
 def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
                 algorithm: Any, comm: Any, codec: Any, counts: Any) -> PersistentRequest:
     chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
                                                       comm, codec, counts)
-    if call.fingerprint is not None:
-        call.fingerprint.finish()
-    ctx = call.ctx
-    bound = NativeExecution.persistent(call.send, call.recv, False, call.op, ctx.comm, ctx.spins,
-                                       which.name, call.options.counts) \
-        if chosen.mpi else None  # (else: run anew)
-    return PersistentRequest(recv, chosen.name, "", call.path.name, kind, number, ctx, bound,
-                             lambda: execution.start(chosen, call), call.tags)
+    return persist(chosen, call, recv, kind, number)
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,

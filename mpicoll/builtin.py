@@ -14,6 +14,7 @@ from .algorithm import tree
 from .algorithm import recursive_doubling
 from .algorithm import rabenseifner
 from .algorithm import bruck
+from .algorithm import binomial
 from .algorithm import hybrid
 from .algorithm import sparse_auto
 from .algorithm import sparse_allgather
@@ -29,6 +30,7 @@ register(tree.ALGORITHM)
 register(recursive_doubling.ALGORITHM)
 register(rabenseifner.ALGORITHM)
 register(bruck.ALGORITHM)
+register(binomial.ALGORITHM)
 register(hybrid.ALGORITHM)
 register(sparse_auto.ALGORITHM)
 register(sparse_allgather.ALGORITHM)

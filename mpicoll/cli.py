@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                           help="comma-separated; each collective predicts those that plan it "
                                "(default %(default)s)")
     simulate.add_argument("-C", "--collectives", default="allreduce",
-                          help="comma-separated: allreduce, allgather, reduce_scatter "
-                               "(default %(default)s)")
+                          help="comma-separated: allreduce, allgather, reduce_scatter, "
+                               "bcast, reduce (default %(default)s)")
     simulate.add_argument("-d", "--dtype", default="float32")
     simulate.add_argument("--plot", metavar="FILE.png", help="also draw the table")
 

@@ -58,10 +58,12 @@ NATIVE_SHAPES = ("rd", "rabenseifner")
 """What ``native`` is predicted as: MPICH's and Open MPI's usual short- and long-message
 algorithms, the better of the two."""
 NATIVE_SHAPES_OF = {"allreduce": NATIVE_SHAPES, "allgather": ("rd", "bruck", "ring"),
-                    "reduce_scatter": ("rabenseifner", "ring")}
+                    "reduce_scatter": ("rabenseifner", "ring"), "bcast": ("binomial", "tree"),
+                    "reduce": ("binomial", "tree")}
 """What MPI's own call of each collective is predicted as, the fastest of its usual algorithms
 (MPICH and Open MPI: allgather by recursive doubling, Bruck or ring; reduce_scatter by
-recursive halving or pairwise exchange, here the ring)."""
+recursive halving or pairwise exchange, here the ring; bcast and reduce by a binomial tree or
+a pipelined one, here the binary tree)."""
 
 ALWAYS_MAPPED = 64 << 20
 """From here on glibc's ``malloc`` maps a block afresh on every call: twice its largest mmap
@@ -432,9 +434,9 @@ def _options(itemsize: int, collective: str = "allreduce") -> Options:
 
 
 def _count(nbytes: int, itemsize: int, size: int, collective: str) -> int:
-    """The count a plan takes for a call of ``nbytes`` (the larger buffer): allreduce's
-    elements; a block for allgather, all p blocks for reduce_scatter."""
-    if collective == "allreduce":
+    """The count a plan takes for a call of ``nbytes`` (the larger buffer): the elements of
+    allreduce, bcast and reduce; a block for allgather, all p blocks for reduce_scatter."""
+    if collective in ("allreduce", "bcast", "reduce"):
         return max(1, nbytes // itemsize)
     block = max(1, nbytes // itemsize // size)
     return block if collective == "allgather" else block * size

@@ -36,7 +36,7 @@ from mpi4py.MPI import Datatype
 from . import check, context, execution, fault, inflight, timing, watchdog
 from .check import say
 from .algorithm import Algorithm, Options
-from .algorithm.native import NativeExecution, blockwise_call, divide_into, send_argument
+from .algorithm.native import NativeExecution, divide_into, own_call, send_argument
 from .context import CachedPlan, Context
 from .engine import BoundExecution, bind, run_bound
 from .execution import Call
@@ -454,8 +454,8 @@ class LoweredBlocks:
         self.schedule: Any = None
         self.blocks = algorithm.blocks  # MPI's blocking call (nothing else is in flight)
         if algorithm.mpi:  # (its buffers with their datatype: mpi4py reads those faster)
-            post, args = blockwise_call(ctx.comm, self.which, send, recv, op, options.counts,
-                                        "" if self.blocks else "I")
+            post, args = own_call(ctx.comm, self.which, send, recv, op, options.counts,
+                                  "" if self.blocks else "I", options.root)
             try:
                 mpi_type = Datatype.fromcode(recv.dtype.char) if recv.dtype.isnative else None
             except (KeyError, ValueError):

@@ -43,10 +43,11 @@ _OPS = {
 }
 
 
-def resolve(op: str | MPI.Op | Op) -> Op:
+def resolve(op: str | MPI.Op | Op, ordered: bool = False) -> Op:
     """Return the Op for a name ("sum", "prod", "min", "max", "avg"), a predefined MPI.Op or a
     commutative user-defined one (``MPI.Op.Create(fn, commute=True)``, applied on host arrays
-    by ``MPI_Reduce_local``).
+    by ``MPI_Reduce_local``); ``ordered``: the caller's algorithms reduce in rank order
+    (``reduce``'s), so a non-commutative one is taken too.
 
     MPI has no average: MPI.SUM always means "sum".
     """
@@ -62,31 +63,37 @@ def resolve(op: str | MPI.Op | Op) -> Op:
             if op == known.mpi and not known.average:
                 return known
         if not op.is_predefined and op != MPI.OP_NULL:
-            return _user(op)
+            return _user(op, ordered)
         raise ValueError(f"unsupported MPI.Op {op!r}; supported: MPI.SUM, MPI.PROD, MPI.MIN, "
                          "MPI.MAX and commutative user-defined ops")
     raise TypeError(f"op must be a name or an mpi4py.MPI.Op, not {type(op).__name__}")
 
 
-def _user(op: MPI.Op) -> Op:
+def _user(op: MPI.Op, ordered: bool) -> Op:
     """A user-defined MPI.Op as an Op: its kernel is ``MPI_Reduce_local`` (``inout = in op
-    inout``), so ``out = left op right`` needs ``out`` to hold ``right`` first, or, since the
-    op commutes, to be ``left``. Non-commutative ones are refused: the algorithms reorder."""
-    if not op.Is_commutative():
+    inout``), so ``out = left op right`` needs ``out`` to hold ``right`` first, or, if the
+    op commutes, to be ``left``. Non-commutative ones are refused unless ``ordered``: the
+    algorithms of the other collectives reorder."""
+    commutes = op.Is_commutative()
+    if not commutes and not ordered:
         raise ValueError("a non-commutative user-defined MPI.Op: mpicoll's algorithms reorder "
-                         "operands; run it with MPI's own Allreduce")
+                         "operands (reduce's keep rank order); run it with MPI's own call")
 
     def user(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> np.ndarray:
         if address(out) == address(right):
             op.Reduce_local(left, out)
-        elif address(out) == address(left):
+        elif address(out) == address(left) and commutes:
             op.Reduce_local(right, out)  # right op left: the same, it commutes
+        elif address(out) == address(left):
+            result = right.copy()
+            op.Reduce_local(left, result)
+            np.copyto(out, result)
         else:
             np.copyto(out, right)
             op.Reduce_local(left, out)
         return out
 
-    return Op("user", op, user)
+    return Op("user", op, user, commutative=commutes)
 
 
 def check_dtype(dtype: np.dtype, op: Op) -> None:

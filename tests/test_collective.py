@@ -43,13 +43,14 @@ def test_unknown_collective_says_which_exist():
 
 def test_the_registry_finds_algorithms_by_collective():
     """Allreduce is the default collective; ring and MPI's own two run allgather and
-    reduce_scatter too, rd and bruck allgather, rabenseifner reduce_scatter, the others allreduce only (bruck
-    not allreduce); asking a collective for an algorithm that does not run it says which do."""
+    reduce_scatter too, rd and bruck allgather, rabenseifner reduce_scatter, tree, binomial and
+    MPI's own two bcast and reduce, the others allreduce only (bruck and binomial not
+    allreduce); asking a collective for an algorithm that does not run it says which do."""
     assert names() == names(collective="allreduce") == tuple(a.name for a in registered())
     assert mpicoll.algorithms() == names() + ("auto",) == mpicoll.algorithms("allreduce")
-    assert "bruck" not in names()
+    assert "bruck" not in names() and "binomial" not in names()
     assert {a.name for a in registered(None) if a.collectives != {"allreduce"}} == \
-        {"ring", "native", "native-blocking", "rd", "rabenseifner", "bruck"}
+        {"ring", "native", "native-blocking", "rd", "rabenseifner", "bruck", "tree", "binomial"}
     for blocks, runs in (("allgather", ("ring", "rd", "bruck", "native", "native-blocking")),
                          ("reduce_scatter", ("ring", "rabenseifner", "native",
                                              "native-blocking"))):
@@ -60,5 +61,8 @@ def test_the_registry_finds_algorithms_by_collective():
                                                         f".*{', '.join(map(repr, runs))}, 'auto'"):
             get("tree", blocks)
     for rooted in ("bcast", "reduce"):
-        assert names(collective=rooted) == () and mpicoll.algorithms(rooted) == ()
+        runs = ("tree", "binomial", "native", "native-blocking")
+        assert names(collective=rooted) == runs and mpicoll.algorithms(rooted) == runs + ("auto",)
+        with pytest.raises(UnknownAlgorithmError, match=f"{rooted} has no algorithm 'ring'"):
+            get("ring", rooted)
     assert isinstance(get("ring", "allreduce"), Algorithm)

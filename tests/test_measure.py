@@ -32,19 +32,22 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
         rows = f["bench"][:]
         records, phases = f["records"][:], f["phases"][:]
     run1, run2 = rows[rows["run"] == 1], rows[rows["run"] == 2]
-    every = {b"allreduce": PLAIN, b"allgather": {n.encode() for n in names(collective="allgather")},
-             b"reduce_scatter": {n.encode() for n in names(collective="reduce_scatter")}}
-    assert set(run1["collective"]) == set(every) and set(run2["collective"]) == {b"allreduce"}
+    every = {b"allreduce": PLAIN, **{which.encode(): {n.encode() for n in names(collective=which)}
+                                     for which in ("allgather", "reduce_scatter", "bcast",
+                                                   "reduce")}}
+    tree_runs = {b"allreduce", b"bcast", b"reduce"}
+    assert set(run1["collective"]) == set(every) and set(run2["collective"]) == tree_runs
     for which, algorithms in every.items():  # sizes 8, 64, 512, 4096 x algorithms, and auto
         mine = run1[run1["collective"] == which]
         assert len(mine) == 4 * (len(algorithms) + 1)
         assert set(mine["algorithm"]) == algorithms | {b"auto"}
         assert set(mine[mine["algorithm"] == b"auto"]["ran"]) <= algorithms
-        np.testing.assert_allclose(mine["busbw"], mine["algbw"] * (2 if which == b"allreduce"
-                                                                   else 1) * 2 / 3)
+        factor = 2 * 2 / 3 if which == b"allreduce" else 1 if which in (b"bcast", b"reduce") \
+            else 2 / 3
+        np.testing.assert_allclose(mine["busbw"], mine["algbw"] * factor)
     blocks = run1[run1["collective"] == b"allgather"]  # a block per rank: 3 ranks
     assert set(blocks["size"]) == {12, 60, 504, 4092} and set(blocks["op"]) == {b""}
-    assert len(run2) == 4  # tree: allreduce only
+    assert len(run2) == 4 * len(tree_runs)  # tree: allreduce, bcast and reduce
     assert (rows["wrong"] == 0).all() and (rows["time_us"] > 0).all()
     # one recorded call per (collective, size, algorithm) per rank, with phases
     assert len(records[records["run"] == 1]) == 3 * len(run1)

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 import numpy as np
 
 from .. import collective
-from ..schedule import Builder, BufferName, Copy, Reduce, Region, Scale, Schedule, Zero
+from ..schedule import Builder, BufferName, Copy, Recv, Reduce, Region, Scale, Schedule, Send, Zero
 
 if TYPE_CHECKING:
     from ..codecs import Codec
 
-__all__ = ["Algorithm", "Layout", "Options", "Frames", "build_schedule", "prologue"]
+__all__ = ["Algorithm", "Layout", "Options", "Frames", "build_schedule", "prologue",
+           "from_rank_zero"]
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,14 @@ class Layout:
 class Options:
     """Tunables that change a plan (and so belong to its cache key), and the collective it
     serves (:mod:`mpicoll.collective`: what ``send`` and ``recv`` hold), with its blocks where
-    they are uneven (``counts``: each rank's, in rank order; None: equal)."""
+    they are uneven (``counts``: each rank's, in rank order; None: equal) and the root of a
+    rooted one."""
 
     segment_bytes: int
     dtype: str
     collective: str = collective.ALLREDUCE.name
     counts: tuple[int, ...] | None = None
+    root: int = 0
 
     @property
     def segment(self) -> int:
@@ -134,6 +137,14 @@ def prologue(b: Builder, size: int, count: int, feedback: bool, average: bool) -
                               Region("residual", *everything)), Zero(Region("residual", *everything))])
         src = "recv"
     return src
+
+
+def from_rank_zero(b: Builder, me: int, root: int, count: int) -> None:
+    """A reduce made on rank 0 (trees that keep rank order, so any op reduces as MPI's does),
+    sent on to a ``root`` other than 0: one more message."""
+    if root and me in (0, root):
+        whole = Region("recv", 0, count)
+        b.round([Send(root, whole) if me == 0 else Recv(0, whole)])
 
 
 def build_schedule(algorithm: Algorithm, layout: Layout, count: int, options: Options,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..ops import Op
 
 __all__ = ["ALGORITHM", "NativeExecution", "exact", "first_buffer", "send_argument", "divide_into",
-           "in_place", "blockwise", "blockwise_call"]
+           "in_place", "own", "own_call"]
 
 _OPEN_MPI = MPI.Get_library_version().startswith("Open MPI")
 
@@ -61,31 +61,38 @@ def in_place(send: Any, recv: Any) -> bool:
     return bool(array_module(send).may_share_memory(send, recv))
 
 
-def blockwise(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,
-              counts: tuple[int, ...] | None, persistent: bool = False) -> MPI.Request:
-    """MPI's own ``allgather`` or ``reduce_scatter``, posted (or, ``persistent``, made not
-    started): the ``v`` form where ``counts`` gives uneven blocks, ``MPI_IN_PLACE`` where the
-    arrays are one (allgather: ``send`` is this rank's block of ``recv``; reduce_scatter: the
-    input is ``recv``, the result its first block)."""
-    post, args = blockwise_call(comm, collective, send, recv, op, counts,
-                                "init" if persistent else "I")
+def own(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,
+        counts: tuple[int, ...] | None, persistent: bool = False, root: int = 0) -> MPI.Request:
+    """MPI's own ``allgather``, ``reduce_scatter``, ``bcast`` or ``reduce``, posted (or,
+    ``persistent``, made not started): see :func:`own_call`."""
+    post, args = own_call(comm, collective, send, recv, op, counts,
+                          "init" if persistent else "I", root)
     return post(*args)
 
 
-def blockwise_call(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,
-                   counts: tuple[int, ...] | None, form: str = "I") -> tuple[Any, tuple]:
-    """:func:`blockwise`'s MPI call and its arguments, decided once (the fast path posts them
-    again and again); ``form``: "I" (nonblocking), "init" (persistent) or "" (blocking)."""
+def own_call(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,
+             counts: tuple[int, ...] | None, form: str = "I", root: int = 0
+             ) -> tuple[Any, tuple]:
+    """MPI's own call for a collective other than allreduce, and its arguments, decided once
+    (the fast path posts them again and again); ``form``: "I" (nonblocking), "init"
+    (persistent) or "" (blocking). The ``v`` form where ``counts`` gives uneven blocks,
+    ``MPI_IN_PLACE`` where the arrays are one (allgather: ``send`` is this rank's block of
+    ``recv``; reduce_scatter: the input is ``recv``, the result its first block; reduce: at the
+    root); bcast's buffer is ``recv``."""
     first = MPI.IN_PLACE if in_place(send, recv) else send
-    stem = {"allgather": "Allgather", "reduce_scatter": "Reduce_scatter"}[collective]
-    if counts is None:
-        stem += "_block" if collective == "reduce_scatter" else ""
-        args: tuple = (first, recv) if collective == "allgather" else (first, recv, op.mpi)
+    args: tuple
+    if collective == "bcast":
+        stem, args = "Bcast", (recv, root)
+    elif collective == "reduce":
+        stem, args = "Reduce", (first, recv, op.mpi, root)
     elif collective == "allgather":
-        stem += "v"
-        args = (first, [recv, (list(counts), list(itertools.accumulate(counts, initial=0))[:-1])])
+        stem = "Allgather" if counts is None else "Allgatherv"
+        args = (first, recv) if counts is None else (first, [
+            recv, (list(counts), list(itertools.accumulate(counts, initial=0))[:-1])])
+    elif counts is None:
+        stem, args = "Reduce_scatter_block", (first, recv, op.mpi)
     else:
-        args = (first, recv, list(counts), op.mpi)
+        stem, args = "Reduce_scatter", (first, recv, list(counts), op.mpi)
     name = f"{stem}_init" if form == "init" else f"I{stem[0].lower()}{stem[1:]}" if form == "I" \
         else stem
     return getattr(comm, name), args
@@ -128,13 +135,13 @@ class NativeExecution:
     @classmethod
     def persistent(cls, send: Any, recv: Any, in_place: bool, op: Op, comm: MPI.Intracomm,
                    spins: Iterable[int], collective: str = "allreduce",
-                   counts: tuple[int, ...] | None = None) -> NativeExecution:
-        """``MPI_Allreduce_init`` (or a :func:`blockwise` collective's ``_init``) on the
+                   counts: tuple[int, ...] | None = None, root: int = 0) -> NativeExecution:
+        """``MPI_Allreduce_init`` (or another collective's ``_init``: :func:`own_call`) on the
         caller's buffers, not started: :meth:`restart` it."""
         execution = cls(None, None, spins, comm)
         size = comm.Get_size()
         if collective != "allreduce":
-            execution._persistent = blockwise(comm, collective, send, recv, op, counts, True)
+            execution._persistent = own(comm, collective, send, recv, op, counts, True, root)
         else:
             execution._persistent = comm.Allreduce_init(send_argument(send, in_place, op), recv,
                                                         op.mpi)
@@ -200,8 +207,9 @@ class NativeExecution:
         if call is not None:
             comm = call.ctx.comm
             if call.collective != "allreduce":
-                self._request = blockwise(comm, call.collective, call.send, call.recv, call.op,
-                                          call.options.counts)
+                options = call.options
+                self._request = own(comm, call.collective, call.send, call.recv, call.op,
+                                    options.counts, False, options.root)
             else:
                 first = first_buffer(call.send, call.recv, call.op, call.ctx.size)
                 self._request = comm.Iallreduce(first, call.recv, call.op.mpi)
@@ -221,6 +229,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[NativeExecution]:
 
 
 ALGORITHM = Algorithm("native", "the MPI library's own MPI_Iallreduce (MPI_Iallgather(v), "
-                      "MPI_Ireduce_scatter(_block)), for comparison and auto",
-                      run=run, tags=0, mpi=True,
-                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))
+                      "MPI_Ireduce_scatter(_block), MPI_Ibcast, MPI_Ireduce), for comparison "
+                      "and auto", run=run, tags=0, mpi=True,
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter", "bcast",
+                                             "reduce"}))

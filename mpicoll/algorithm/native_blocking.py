@@ -29,7 +29,7 @@ from .. import fault, watchdog
 from .._mpi import threads_allow
 from ..execution import Call
 from .base import Algorithm
-from .native import NativeExecution, blockwise_call, first_buffer
+from .native import NativeExecution, first_buffer, own_call
 
 __all__ = ["ALGORITHM", "BlockingExecution"]
 
@@ -57,9 +57,9 @@ class BlockingExecution(NativeExecution):
             method, args = call.ctx.comm.Allreduce, (
                 first_buffer(call.send, call.recv, call.op, call.ctx.size), call.recv,
                 call.op.mpi)
-        else:  # MPI_Allgather(v), MPI_Reduce_scatter(_block)
-            method, args = blockwise_call(call.ctx.comm, call.collective, call.send, call.recv,
-                                          call.op, call.options.counts, "")
+        else:  # MPI_Allgather(v), MPI_Reduce_scatter(_block), MPI_Bcast, MPI_Reduce
+            method, args = own_call(call.ctx.comm, call.collective, call.send, call.recv,
+                                    call.op, call.options.counts, "", call.options.root)
         from .. import inflight  # the engine imports the requests, which import the algorithms
         if len(inflight.outstanding()) <= 1:  # this call's own request alone: block right here
             with watchdog.Blocked(lambda: f"MPI_{method.__name__} (native-blocking)"):
@@ -109,6 +109,7 @@ def run(algorithm: Algorithm, call: Call) -> Iterator[Any]:
 
 ALGORITHM = Algorithm("native-blocking", "the MPI library's own MPI_Allreduce for blocking "
                       "calls (MPI_Iallreduce for the others; MPI_Allgather(v), "
-                      "MPI_Reduce_scatter(_block) likewise), for auto where MPI's blocking "
-                      "call is faster", run=run, tags=0, mpi=True, blocks=True,
-                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))
+                      "MPI_Reduce_scatter(_block), MPI_Bcast, MPI_Reduce likewise), for auto "
+                      "where MPI's blocking call is faster", run=run, tags=0, mpi=True,
+                      blocks=True, collectives=frozenset({"allreduce", "allgather",
+                                                          "reduce_scatter", "bcast", "reduce"}))

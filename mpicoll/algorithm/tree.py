@@ -1,4 +1,6 @@
-"""Binary-tree allreduce: pipelined reduce to rank 0, then pipelined broadcast back.
+"""Binary-tree allreduce: pipelined reduce to rank 0, then pipelined broadcast back; and its
+halves alone: bcast (the tree's ranks rotated so the root is its top) and reduce (to rank 0,
+then on to the root: :func:`~mpicoll.algorithm.base.from_rank_zero`).
 
 Cost about 2⌈lg p⌉(α + sβ) + 2(n/s)(α + sβ) for segments of s bytes: few steps for small
 messages, while segmenting keeps large ones from paying lg p full copies. The root moves 2n
@@ -14,7 +16,7 @@ It does not compress: its messages are small, and every level would decode and r
 from __future__ import annotations
 
 from ..schedule import Builder, BufferName, Local, Recv, Reduce, Region, Send, Transfer, split
-from .base import Algorithm, Frames, Layout, Options
+from .base import Algorithm, Frames, Layout, Options, from_rank_zero
 
 
 def links(size: int, me: int) -> tuple[int | None, list[int]]:
@@ -86,8 +88,23 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
-    allreduce(b, list(range(layout.size)), layout.rank, 0, count, src, options.segment)
+    p, me, root = layout.size, layout.rank, options.root
+    if options.collective == "bcast":
+        if count:
+            with b.phase("bcast"):
+                bcast(b, [(root + i) % p for i in range(p)], (me - root) % p, 0, count,
+                      options.segment)
+    elif options.collective == "reduce":
+        if count:
+            with b.phase("reduce"):
+                reduce(b, list(range(p)), me, 0, count, src, options.segment)
+                from_rank_zero(b, me, root, count)
+    elif options.collective == "allreduce":
+        allreduce(b, list(range(p)), me, 0, count, src, options.segment)
+    else:
+        raise ValueError(f"tree plans allreduce, bcast and reduce, not {options.collective}")
 
 
 ALGORITHM = Algorithm("tree", "pipelined binary-tree reduce + broadcast: few steps for small messages",
-                      plan=plan, tunables=("MPICOLL_TREE_SEGMENT",))
+                      plan=plan, tunables=("MPICOLL_TREE_SEGMENT",),
+                      collectives=frozenset({"allreduce", "bcast", "reduce"}))
