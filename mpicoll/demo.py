@@ -37,6 +37,7 @@ from ._version import __version__
 from .codecs.threshold import Threshold
 from .overlap import POLICIES, BucketManager
 from .recovery import Steps
+from .rooted import bcast
 
 __all__ = ["DATASETS", "Dataset", "MLP", "Settings", "bucket_manager", "load", "run_recorded",
            "summary", "train"]
@@ -138,7 +139,7 @@ class MLP:
     moves them all; each layer's weights and bias are contiguous in it, a view per layer.
     """
 
-    def __init__(self, widths: list[int], seed: int) -> None:
+    def __init__(self, widths: list[int], seed: int | None) -> None:
         sizes = [n_in * n_out + n_out for n_in, n_out in zip(widths, widths[1:])]
         bounds = np.cumsum([0] + sizes).tolist()
         self.widths = widths
@@ -150,10 +151,11 @@ class MLP:
                         for v, n_in, n_out in zip(self.layer_params, widths, widths[1:])]
         self.grads = [self._split(v, n_in, n_out)
                       for v, n_in, n_out in zip(self.layer_grads, widths, widths[1:])]
-        rng = np.random.default_rng(seed)  # same seed on every rank: identical replicas
-        for i, (w, _) in enumerate(self.weights):  # He init; the output layer without the 2
-            gain = 1.0 if i == len(self.weights) - 1 else 2.0
-            w[...] = rng.standard_normal(w.shape) * np.sqrt(gain / w.shape[0])
+        if seed is not None:  # (None: zeros, a replica whose weights are broadcast to it)
+            rng = np.random.default_rng(seed)
+            for i, (w, _) in enumerate(self.weights):  # He init; the output layer without the 2
+                gain = 1.0 if i == len(self.weights) - 1 else 2.0
+                w[...] = rng.standard_normal(w.shape) * np.sqrt(gain / w.shape[0])
         self._acts: list[np.ndarray] = []
         self._delta = np.empty(0, np.float32)
 
@@ -313,7 +315,11 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
         raise ValueError(f"--kill-rank {s.kill_rank} --kill-step {s.kill_step}: this run has "
                          f"ranks 0-{ranks - 1} and steps 1-{steps}")
     batches = _Batches(s.seed, ranks, shard, s.batch, per_epoch)
-    model = MLP([data.x_train.shape[1]] + [s.hidden] * s.layers + [data.classes], s.seed)
+    # Rank 0 draws the initial weights and broadcasts them, as data-parallel training does:
+    # every replica starts from the same bits.
+    model = MLP([data.x_train.shape[1]] + [s.hidden] * s.layers + [data.classes],
+                s.seed if me == 0 else None)
+    bcast(model.flat, 0, comm=comm)
     manager = bucket_manager(model, s, comm)
     local = np.zeros(steps)  # this rank's loss per step, averaged over ranks when reported
     losses: list[float] = []

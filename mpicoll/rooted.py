@@ -41,8 +41,8 @@ def bcast(buf: Array, root: int = 0, *, algorithm: str = "auto",
     """``root``'s ``buf`` in ``buf`` on every rank (``MPI_Bcast``); returns ``buf``.
 
     Args:
-        buf: contiguous, writeable NumPy or CuPy array, any shape (its elements in memory
-            order), of the same size and dtype on every rank.
+        buf: contiguous NumPy or CuPy array, any shape (its elements in memory order), of the
+            same size and dtype on every rank; writeable except at the root.
         root: the rank whose ``buf`` is sent, the same on every rank.
         algorithm: one of ``algorithms("bcast")``; "auto": MPI's own where it can take the
             buffer, else :data:`TREE_FROM` decides.
@@ -155,8 +155,11 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         if xp.may_share_memory(data, recv):
             raise ValueError(f"{name}: recvbuf overlaps sendbuf; for in place pass "
                              "MPI.IN_PLACE (or recvbuf itself) as sendbuf")
-    if recv is not None and not writeable(recv):
-        raise ValueError(f"{'buf' if name == 'bcast' else 'recvbuf'} is read-only")
+    # A bcast's root only reads buf; a read-only buf elsewhere is named in the fingerprint,
+    # so that every rank raises (MismatchError), the root too.
+    read_only = recv is not None and not writeable(recv) and name == "bcast" and me != root
+    if recv is not None and not writeable(recv) and name != "bcast":
+        raise ValueError("recvbuf is read-only")
     if recv is None or (which.reduces and me != root):  # off the root: scratch, theirs untouched
         recv = xp.empty(data.size, data.dtype)
     if not isinstance(algorithm, str):
@@ -177,8 +180,13 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
     # The root is part of what every rank must agree on: named with the collective.
     kind = (send.size, send.dtype, op_.name if which.reduces else "", chosen.name, "",
-            f"{name} {'from' if name == 'bcast' else 'to'} rank {root}")
+            f"{name} {'from' if name == 'bcast' else 'to'} rank {root}"
+            + (" into a read-only buf" if read_only else ""))
     number, bits, checking = ctx.begin_checked(kind, blocks=blocking and chosen.blocks)
+    if read_only:  # (the check raised MismatchError everywhere, if it ran)
+        if checking is not None:
+            checking.finish()
+        raise ValueError(f"{name}: buf is read-only on rank {me}, not the root")
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,

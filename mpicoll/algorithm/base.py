@@ -153,7 +153,8 @@ def build_schedule(algorithm: Algorithm, layout: Layout, count: int, options: Op
     """The schedule of ``algorithm`` for this rank: the shared prologue, then its own rounds
     (``mpicoll.algorithm.build_schedule`` also takes a registered name).
 
-    A lone rank only copies its input: there is nothing to add, nothing to compress.
+    A lone rank only copies its input: there is nothing to add, nothing to compress (and a
+    bcast's input is its output already).
     """
     if algorithm.plan is None:
         raise ValueError(f"{algorithm.name} has no fixed plan: its rounds depend on the data")
@@ -162,7 +163,7 @@ def build_schedule(algorithm: Algorithm, layout: Layout, count: int, options: Op
     b = Builder()
     src = prologue(b, layout.size, count, feedback, average)
     if layout.size == 1:
-        if src == "send":
+        if src == "send" and options.collective != "bcast":
             b.round(local=[Copy(Region("recv", 0, count), Region("send", 0, count))])
     else:
         algorithm.plan(b, layout, count, options, src, frames)

@@ -206,7 +206,7 @@ BAD = [
     ("root not an integer", lambda p: mpicoll.bcast(np.ones(3), 0.0), TypeError),
     ("recvbuf size", lambda p: mpicoll.reduce(np.ones(3), np.empty(4)), ValueError),
     ("recvbuf dtype", lambda p: mpicoll.reduce(np.ones(3), np.empty(3, "f4")), ValueError),
-    ("read-only buf", lambda p: mpicoll.bcast(_read_only()), ValueError),
+    ("read-only recvbuf", lambda p: mpicoll.reduce(np.ones(3), _read_only()), ValueError),
     ("in place without recvbuf", lambda p: mpicoll.reduce(MPI.IN_PLACE), ValueError),
     ("a codec", lambda p: mpicoll.bcast(np.ones(4), codec="fp16"), ValueError),
     ("op avg", lambda p: mpicoll.reduce(np.ones(4), op="avg"), ValueError),
@@ -250,7 +250,8 @@ def test_ranks_that_disagree_raise_mismatch_everywhere():
                                                   comm=comm)),
             ("count", lambda: mpicoll.bcast(np.ones(5 if last else 4), comm=comm)),
             ("collective", lambda: mpicoll.reduce(np.ones(4), comm=comm) if last
-             else mpicoll.bcast(np.ones(4), comm=comm))]:
+             else mpicoll.bcast(np.ones(4), comm=comm)),
+            ("collective", lambda: mpicoll.bcast(_read_only(), comm=comm))]:  # off the root
         with pytest.raises(mpicoll.MismatchError) as error:
             call()
         caught.append(f"  {field}:" in str(error.value))
@@ -260,6 +261,19 @@ def test_ranks_that_disagree_raise_mismatch_everywhere():
     problems = [] if all(caught) else [f"the error names the field: {caught}"]
     compare(problems, "the call after", x, ref)
     comm.Free()
+    assert_agreed(WORLD, problems, x)
+
+
+def test_bcast_reads_a_read_only_buf_at_the_root():
+    """The root's buf is only read (as MPI_Bcast's): read-only there is fine."""
+    me, problems = WORLD.Get_rank(), []
+    for algorithm in BCAST:
+        x = data(WORLD, 5, "i4", "sum", seed=3)
+        ref = bcast_reference(WORLD, x, 0)
+        if me == 0:
+            x.flags.writeable = False
+        mpicoll.bcast(x, 0, algorithm=algorithm)
+        compare(problems, f"{algorithm}: read-only at the root", x, ref)
     assert_agreed(WORLD, problems, x)
 
 
