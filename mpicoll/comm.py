@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import api, blockwise, context, objects, ops, recovery, timing
+from . import api, blockwise, context, objects, ops, recovery, rooted, timing
 from .algorithm import registry
 from .persistent import PersistentRequest
 from .request import Request as _MpicollRequest
@@ -78,10 +78,10 @@ class Comm(MPI.Intracomm):
         # (which mpicoll calls) are mpi4py's, not these
         self._settings = {"algorithm": algorithm, "comm": MPI.Intracomm(self), "codec": codec}
         self._records = objects.Records(self.Get_size(), MPI.BYTE)
-        # what allgather and reduce_scatter run: the communicator's algorithm where it runs them
+        # what the other collectives run: the communicator's algorithm where it runs them
         self._blockwise_algorithms = {
             stem: algorithm if algorithm in registry.names(collective=stem) else registry.AUTO
-            for stem in ("allgather", "reduce_scatter")}
+            for stem in ("allgather", "reduce_scatter", "bcast", "reduce")}
         return self
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algorithm: str = "auto",
@@ -286,6 +286,56 @@ class Comm(MPI.Intracomm):
         return self._blockwise("init", "reduce_scatter", super().Reduce_scatter_init,
                                (sendbuf, recvbuf, recvcounts, op, info), algorithm)
 
+    def Bcast(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+        """``MPI_Bcast`` as mpi4py takes it, run by mpicoll."""
+        return self._rooted("", "bcast", super().Bcast, (buf, root), algorithm)
+
+    def Ibcast(self, buf: Any, root: int = 0, *,  # type: ignore[override]
+               algorithm: str | None = None) -> Request | MPI.Request:
+        return self._rooted("i", "bcast", super().Ibcast, (buf, root), algorithm)
+
+    def Bcast_init(self, buf: Any, root: int = 0,  # type: ignore[override]
+                   info: MPI.Info = MPI.INFO_NULL, *, algorithm: str | None = None
+                   ) -> Prequest | MPI.Prequest:
+        return self._rooted("init", "bcast", super().Bcast_init, (buf, root, info), algorithm)
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0, *,
+               algorithm: str | None = None) -> None:
+        """``MPI_Reduce`` as mpi4py takes it (``MPI.IN_PLACE`` at the root; ``recvbuf`` is
+        read at the root only), run by mpicoll, in rank order (non-commutative ops too)."""
+        return self._rooted("", "reduce", super().Reduce, (sendbuf, recvbuf, op, root),
+                            algorithm)
+
+    def Ireduce(self, sendbuf: Any, recvbuf: Any,  # type: ignore[override]
+                op: MPI.Op = MPI.SUM, root: int = 0, *, algorithm: str | None = None
+                ) -> Request | MPI.Request:
+        return self._rooted("i", "reduce", super().Ireduce, (sendbuf, recvbuf, op, root),
+                            algorithm)
+
+    def Reduce_init(self, sendbuf: Any, recvbuf: Any,  # type: ignore[override]
+                    op: MPI.Op = MPI.SUM, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *,
+                    algorithm: str | None = None) -> Prequest | MPI.Prequest:
+        return self._rooted("init", "reduce", super().Reduce_init,
+                            (sendbuf, recvbuf, op, root, info), algorithm)
+
+    def _rooted(self, form: str, name: str, mpi4py_call: Any, args: tuple,
+                algorithm: str | None) -> Any:
+        """Run ``Bcast`` or ``Reduce`` (``name``: "bcast", "reduce") in ``form`` by mpicoll, or
+        by ``mpi4py_call`` where mpicoll cannot (counted). What decides is what every rank of a
+        correct program passes alike (the buffer's kind, the datatype, the op), so all ranks
+        take the same way; a reduce's ``recvbuf`` is read at the root only."""
+        op = args[2] if name == "reduce" else None
+        try:
+            positional, keywords = _rooted_arguments(name, args, self)
+        except _Fallback as why:
+            with self._fallback(str(why), args[0], op, name):
+                return mpi4py_call(*args)
+        run = getattr(rooted, {"": name, "i": f"i{name}", "init": f"{name}_init"}[form])
+        if algorithm is None:
+            algorithm = self._blockwise_algorithms[name]
+        result = run(*positional, algorithm=algorithm, comm=self._settings["comm"], **keywords)
+        return None if form == "" else Request(result) if form == "i" else Prequest(result)
+
     def _blockwise(self, form: str, name: str, mpi4py_call: Any, args: tuple,
                    algorithm: str | None) -> Any:
         """Run ``name`` (mpi4py's spelling) in ``form`` ("", "i" or "init") by mpicoll, or,
@@ -409,14 +459,15 @@ def _arithmetic(op: Any) -> bool:
         or isinstance(op, MPI.Op) and any(op == known for known in _MPICOLL_OPS)
 
 
-def _op(op: Any, dtype: np.dtype) -> Any:
-    """The op for mpicoll, or _Fallback: MPI's four arithmetic ops and commutative user ops."""
+def _op(op: Any, dtype: np.dtype, ordered: bool = False) -> Any:
+    """The op for mpicoll, or _Fallback: MPI's four arithmetic ops and commutative user ops
+    (``ordered``, a reduce's, which keeps rank order: non-commutative ones too)."""
     if not isinstance(op, MPI.Op):
         raise _Fallback(f"op {op!r} is not an MPI.Op")
     if op.is_predefined and not _arithmetic(op):
         raise _Fallback("a predefined op mpicoll does not run (logical, bitwise, loc, replace)")
     try:
-        ops.check_dtype(dtype, ops.resolve(op))  # (a non-commutative user op: ValueError)
+        ops.check_dtype(dtype, ops.resolve(op, ordered))  # (non-commutative: ValueError)
     except (TypeError, ValueError) as why:
         raise _Fallback(str(why)) from None
     return op
@@ -502,8 +553,7 @@ def _blockwise_arguments(name: str, args: tuple, comm: Comm) -> tuple[Any, Any, 
         block = sum(sizes)
         if in_place and recv.size != block or not in_place and recv.size != sizes[me]:
             raise _Fallback("a receive buffer that does not hold the counts")
-    if recv.dtype.kind not in "iufc" or recv.dtype.fields is not None:
-        raise _Fallback(f"a dtype other than integer, floating or complex ({name})")
+    _arithmetic_dtype(recv.dtype, name)
     if in_place:
         send = sendbuf
     else:
@@ -513,6 +563,31 @@ def _blockwise_arguments(name: str, args: tuple, comm: Comm) -> tuple[Any, Any, 
     if name.startswith("reduce"):
         keywords["op"] = _op(args[3] if name == "reduce_scatter" else args[2], recv.dtype)
     return send, recv, keywords
+
+
+def _rooted_arguments(name: str, args: tuple, comm: Comm) -> tuple[tuple, dict]:
+    """mpi4py's arguments of ``Bcast`` or ``Reduce`` as mpicoll's (positional, keywords), or
+    _Fallback."""
+    if name == "bcast":
+        buf, root = args[:2]
+        data = _array(_buffer(buf))
+        _arithmetic_dtype(data.dtype, name)
+        return (data, root), {}
+    sendbuf, recvbuf, op, root = args[:4]
+    at_root = comm.Get_rank() == root
+    recv = _array(_buffer(recvbuf, writeable=True)) if at_root and recvbuf is not None \
+        else None
+    send: Any = sendbuf if sendbuf is MPI.IN_PLACE else _array(_buffer(sendbuf))
+    data = recv if send is MPI.IN_PLACE else send
+    if data is None:
+        raise _Fallback("MPI.IN_PLACE without a recvbuf, or off the root")  # mpi4py says so
+    _arithmetic_dtype(data.dtype, name)
+    return (send, recv), {"op": _op(op, data.dtype, ordered=True), "root": root}
+
+
+def _arithmetic_dtype(dtype: np.dtype, name: str) -> None:
+    if dtype.kind not in "iufc" or dtype.fields is not None:
+        raise _Fallback(f"a dtype other than integer, floating or complex ({name})")
 
 
 def _array(buf: Any) -> Any:

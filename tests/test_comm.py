@@ -1,5 +1,6 @@
 """mpicoll.Comm, the drop-in for mpi4py programs, used as mpi4py's own tests use a communicator
-(tests/mpi/comm_cases.py: Allreduce, Allgather(v), Reduce_scatter(_block) in every form), at
+(tests/mpi/comm_cases.py: Allreduce, Allgather(v), Reduce_scatter(_block), Bcast and Reduce in
+every form), at
 1 to 6 ranks; and a real solver changed over by one line."""
 
 import re
@@ -37,6 +38,6 @@ def test_mpi4pys_own_collective_tests_pass_through_comm(mpirun, nprocs):
     out = mpirun(nprocs, "benchmarks/mpi4py_tests.py", timeout=300)
     tests = re.search(r"(\d+) tests, 0 failed on some rank", out)
     assert tests and int(tests.group(1)) > 0, out[-3000:]
-    for collective in ("allreduce", "allgather", "reduce_scatter"):
+    for collective in ("allreduce", "allgather", "reduce_scatter", "bcast", "reduce"):
         ran = re.search(rf"^{collective} \| (\d+) \| (\d+)$", out, re.M)
         assert ran and int(ran.group(1)) > 0, out[-3000:]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from mpi4py import MPI
 
 from .. import fault
-from .._array import array_module
+from .._array import address, array_module
 from .._mpi import SPINS, complete
 from ..execution import Call
 from .base import Algorithm
@@ -57,8 +57,10 @@ def divide_into(send: Any, recv: Any, size: int) -> None:
 def in_place(send: Any, recv: Any) -> bool:
     """Whether a call's (flat) arrays are one: they are one or apart (checked), so sharing
     memory means in place (and costs a fifth of comparing addresses, which NumPy builds a dict
-    for)."""
-    return bool(array_module(send).may_share_memory(send, recv))
+    for). Empty arrays share no memory: theirs are compared by address (Open MPI's
+    ``MPI_Reduce_init`` refuses one buffer as both, even of no elements)."""
+    return bool(array_module(send).may_share_memory(send, recv)) \
+        or (send.size == 0 and address(send) == address(recv))
 
 
 def own(comm: MPI.Intracomm, collective: str, send: Any, recv: Any, op: Op,

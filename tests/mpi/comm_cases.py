@@ -356,6 +356,71 @@ def test_allgather_and_reduce_scatter_every_form(comm_name, code):
         comm.Free()
 
 
+ROOTED_CODES = "biqHfgD"
+
+
+@pytest.mark.parametrize("comm_name", COMMS)
+@pytest.mark.parametrize("code", ROOTED_CODES)
+def test_bcast_and_reduce_every_form(comm_name, code):
+    """Bcast and Reduce as mpi4py spells them, blocking, I... and ..._init, from and to the
+    first and the last rank, in place at the root and not: the bits of mpi4py's own call on
+    the same handle (off the root, Reduce's recvbuf left as it was, or None), every call run by
+    mpicoll (none fell back; each in the timing records)."""
+    comm = COMMS[comm_name]()
+    own = MPI.Intracomm(comm)
+    p, me = comm.Get_size(), comm.Get_rank()
+    problems = []
+    with timing.recording() as rec:
+        for n in (0, 3):
+            for root in sorted({0, p - 1}):
+                x = values(comm, n, code, "sum").astype(code)
+                want = x.copy()
+                own.Bcast(want, root)
+                buf = np.empty(n, code)
+                every_form(comm, problems, "Bcast", (buf, root), buf, x, want,
+                           f"Bcast n={n} root={root}")
+                for op in ops_for(code):
+                    mpi_op = OPS[op][0]
+                    y = values(comm, n, code, op).astype(code)
+                    want = np.full(n, 99, code)
+                    own.Reduce(y, want, mpi_op, root)  # (off the root: left as it was)
+                    out = np.empty(n, code)
+                    every_form(comm, problems, "Reduce", (y, out, mpi_op, root), out, 99, want,
+                               f"Reduce {op} n={n} root={root}")
+                    args = (MPI.IN_PLACE, out, mpi_op, root) if me == root \
+                        else (y, None, mpi_op, root)
+                    every_form(comm, problems, "Reduce", args, out, y if me == root else 99,
+                               want, f"Reduce in place {op} n={n} root={root}")
+    ran = {r.algorithm for r in rec.records}
+    assert_everywhere(comm, not problems and not comm.fallbacks and "mpi" not in ran
+                      and {r.collective for r in rec.records} == {"bcast", "reduce"},
+                      f"{problems[:3]}; fell back: {dict(comm.fallbacks)}; ran {ran}")
+    if comm_name in ("dup", "split"):
+        comm.Free()
+
+
+def test_a_non_commutative_op_reduces_in_rank_order():
+    """Reduce with a non-commutative user op runs in mpicoll (its algorithms keep rank order),
+    with mpi4py's bits; Allreduce with it falls back."""
+    comm = mpicoll.Comm(MPI.COMM_WORLD)
+    own = MPI.Intracomm(comm)
+    p, me = comm.Get_size(), comm.Get_rank()
+    first = MPI.Op.Create(lambda a, b, t: None, commute=False)  # keeps b: rank order matters
+    x = np.arange(4.0) + 10 * me
+    problems = []
+    for root in range(p):
+        want, out = np.zeros(4), np.zeros(4)
+        own.Reduce(x, want, first, root)
+        comm.Reduce(x, out, first, root)
+        if not np.array_equal(out, want):
+            problems.append(f"root {root}: {out} != {want}")
+    reduced = dict(comm.fallbacks)
+    comm.Allreduce(x, np.empty(4), first)
+    first.Free()
+    assert_everywhere(comm, not problems and not reduced and sum(comm.fallbacks.values()) == 1,
+                      f"{problems}; fell back {reduced}, then {dict(comm.fallbacks)}")
+
+
 def test_allgatherv_and_reduce_scatter_spellings():
     """mpi4py's spellings of the v calls: counts as one int or a sequence, None (equal blocks),
     ``(counts, displs)``, ``[buf, counts, displs, datatype]`` with the packed displacements or a
