@@ -38,7 +38,8 @@ from .persistent import PersistentRequest
 from .request import Request
 
 __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
-           "reduce_scatter_init", "trials_left", "choose_algorithm", "launch", "persist"]
+           "reduce_scatter_init", "trials_left", "choose_algorithm", "launch", "persist",
+           "lowered"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
 
@@ -216,12 +217,20 @@ def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, al
     request = launch(chosen, call, recv, kind, number)
     if not lower:
         return request
+    return request, lowered(chosen, call, (which.name, sendbuf, recvbuf, op, algorithm, comm,
+                                           counts), kind, bits)
+
+
+def lowered(chosen: Any, call: Call, args: tuple, kind: tuple, bits: int
+            ) -> fastpath.LoweredBlocks | None:
+    """A lowered call for later blocking calls with the arguments ``args`` (what the fast path
+    compares: the collective's name, sendbuf, recvbuf, op, algorithm, comm, counts), or None
+    where each must take the full path."""
     ctx = cast(context.Context, call.ctx)
     plan = None if chosen.plan is None else \
         ctx.cached_plan(chosen, call.send.size, call.options, None, False, False)
-    return request, fastpath.LoweredBlocks.make(
-        (which.name, sendbuf, recvbuf, op, algorithm, comm, counts), call.send, call.recv, ctx,
-        call.op, chosen, kind, bits, call.options, plan)
+    return fastpath.LoweredBlocks.make(args, call.send, call.recv, ctx, call.op, chosen, kind,
+                                       bits, call.options, plan)
 
 
 def launch(chosen: Any, call: Call, result: Any, kind: tuple, number: int) -> Request:

@@ -403,40 +403,51 @@ class WatchedCall(LoweredCall):
 
 
 last_blocks: LoweredBlocks | None = None
-"""The lowered call of the last blocking allgather or reduce_scatter, tried first (as
-:data:`last_run`: a lookup cache owning nothing)."""
+"""The lowered call of the last blocking allgather, reduce_scatter, bcast or reduce, tried
+first (as :data:`last_run`: a lookup cache owning nothing)."""
+
+OFF_ROOT = object()
+"""What a lowered reduce returns off its root, where the call's result is None."""
 
 
 def blocks(which: str, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any, comm: Any,
-           counts: Any) -> Any:
-    """The result of a blocking allgather or reduce_scatter (``which``) from a lowered call of
-    ``comm`` that fits it, or None: the full path (:mod:`mpicoll.blockwise`) must run it."""
+           counts: Any, root: int = 0) -> Any:
+    """The result of a blocking allgather, reduce_scatter, bcast or reduce (``which``) from a
+    lowered call of ``comm`` that fits it (:data:`OFF_ROOT` for a reduce off its root), or
+    None: the full path (:mod:`mpicoll.blockwise`, :mod:`mpicoll.rooted`) must run it."""
     global last_blocks
     if last_blocks is not None:
-        result = last_blocks.run_blocks(which, sendbuf, recvbuf, op, algorithm, comm, counts)
+        result = last_blocks.run_blocks(which, sendbuf, recvbuf, op, algorithm, comm, counts,
+                                        root)
         if result is not None:
             return result
     ctx = context.known(comm)
     for call in () if ctx is None else ctx.lowered:
         if type(call) is LoweredBlocks:
-            result = call.run_blocks(which, sendbuf, recvbuf, op, algorithm, comm, counts)
+            result = call.run_blocks(which, sendbuf, recvbuf, op, algorithm, comm, counts, root)
             if result is not None:
                 last_blocks = call
                 return result
     return None
 
 
+def _off_root(options: Options, ctx: Context) -> bool:
+    """Whether a call of these options is a reduce on a rank other than its root."""
+    return options.collective == "reduce" and ctx.rank != options.root
+
+
 class LoweredBlocks:
-    """A blocking allgather or reduce_scatter like one the full path just ran, on the same
-    arrays (a loop's call): its checks reduced to comparisons, and MPI's own call's arguments
-    (or the plan, bound to the arrays) kept, so a call costs what allreduce's fast path does.
-    It is numbered, tagged and steps aside as :class:`LoweredCall` does, and kept with the
-    communicator's lowered calls (retired with them); an allreduce never fits it."""
+    """A blocking allgather, reduce_scatter, bcast or reduce like one the full path just ran,
+    on the same arrays (a loop's call): its checks reduced to comparisons, and MPI's own call's
+    arguments (or the plan, bound to the arrays) kept, so a call costs what allreduce's fast
+    path does. It is numbered, tagged and steps aside as :class:`LoweredCall` does, and kept
+    with the communicator's lowered calls (retired with them); an allreduce never fits it.
+    A reduce off its root has no result (:data:`OFF_ROOT`), its recvbuf may be None: the
+    partial sums go to scratch of its own."""
 
     __slots__ = ("key", "comm", "algorithm_arg", "which", "send_arg", "recv_arg", "op_arg",
-                 "counts_arg", "counts", "dtype", "ctx", "op", "kind", "kind_bits", "tags", "post",
-                 "blocks",
-                 "bound", "schedule")
+                 "counts_arg", "counts", "root", "result", "dtype", "ctx", "op", "kind",
+                 "kind_bits", "tags", "post", "blocks", "bound", "schedule")
 
     def __init__(self, args: tuple, send: np.ndarray, recv: np.ndarray, ctx: Context, op: Op,
                  algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
@@ -445,7 +456,8 @@ class LoweredBlocks:
          self.counts_arg) = args
         self.key = (self.which, id(self.send_arg), id(self.recv_arg), self.op_arg,
                     self.algorithm_arg, self.comm, kind)
-        self.counts = options.counts
+        self.counts, self.root = options.counts, options.root
+        self.result = OFF_ROOT if _off_root(options, ctx) else None
         self.dtype, self.ctx, self.op, self.kind, self.kind_bits = recv.dtype, ctx, op, kind, \
             kind_bits
         self.tags = algorithm.tags
@@ -476,7 +488,8 @@ class LoweredBlocks:
              ) -> LoweredBlocks | None:
         """A lowered call for later calls with these arguments, or None where each call must
         take the full path (the arrays it allocated, device memory, records, checks)."""
-        if args[2] is None or type(recv) is not np.ndarray or type(send) is not np.ndarray \
+        if args[2] is None and not _off_root(options, ctx) or type(recv) is not np.ndarray \
+                or type(send) is not np.ndarray \
                 or check.every_call or timing.active() is not None or watchdog.running() \
                 or (plan is None and not algorithm.mpi) \
                 or (plan is not None and plan.schedule.node_count):
@@ -500,15 +513,17 @@ class LoweredBlocks:
         self.post, self.bound = None, ()
 
     def run_blocks(self, which: str, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-                   comm: Any, counts: Any) -> Any:
-        """``recvbuf``, the result of the call, or None when the full path must run it."""
+                   comm: Any, counts: Any, root: int = 0) -> Any:
+        """``recvbuf``, the result of the call (:data:`OFF_ROOT`: a reduce's off its root), or
+        None when the full path must run it."""
         if sendbuf is not self.send_arg or recvbuf is not self.recv_arg or comm is not self.comm \
                 or which is not self.which and which != self.which \
                 or algorithm is not self.algorithm_arg and algorithm != self.algorithm_arg \
                 or (op is not self.op_arg and op != self.op_arg) \
                 or (counts is not self.counts_arg and (counts is None or self.counts_arg is None
                                                        or tuple(counts) != self.counts)) \
-                or recvbuf.dtype is not self.dtype \
+                or root != self.root \
+                or (recvbuf is not None and recvbuf.dtype is not self.dtype) \
                 or (sendbuf is not MPI.IN_PLACE and sendbuf.dtype is not self.dtype):
             return None
         ctx = self.ctx
@@ -542,4 +557,4 @@ class LoweredBlocks:
             raise ctx.failed(error.during(f"collective #{number}: {say(self.kind)}")) from None
         finally:
             ctx.busy = False
-        return recvbuf
+        return recvbuf if self.result is None else self.result

@@ -17,11 +17,11 @@ from typing import Any, Union
 
 from mpi4py import MPI
 
-from . import _env, collective, context, ops, timing, transport
+from . import _env, collective, context, fastpath, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
 from .algorithm import Options, native, registry
 from .api import _array, communicator
-from .blockwise import launch, persist
+from .blockwise import launch, lowered, persist
 from .execution import Call
 from .persistent import PersistentRequest
 from .request import Request
@@ -49,22 +49,27 @@ def bcast(buf: Array, root: int = 0, *, algorithm: str = "auto",
         codec: not built for bcast (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
-    return launch(*_prepare(collective.BCAST, buf, buf, None, root, algorithm, comm, codec,
-                            blocking=True)).wait()
+    if codec is None:
+        result = fastpath.blocks("bcast", buf, buf, None, algorithm, comm, None, root)
+        if result is not None:
+            return result
+    return _blocking(collective.BCAST, buf, buf, None, root, algorithm, comm, codec)
 
 
 def ibcast(buf: Array, root: int = 0, *, algorithm: str = "auto",
            comm: MPI.Intracomm | None = None, codec: None = None) -> Request:
     """Start the bcast ``bcast`` describes; its :class:`Request` completes in any order with
     other requests."""
-    return launch(*_prepare(collective.BCAST, buf, buf, None, root, algorithm, comm, codec))
+    return launch(*_prepare(collective.BCAST, buf, buf, None, root, algorithm, comm,
+                            codec)[:5])
 
 
 def bcast_init(buf: Array, root: int = 0, *, algorithm: str = "auto",
                comm: MPI.Intracomm | None = None, codec: None = None) -> PersistentRequest:
     """A persistent bcast of ``buf``: ``start()``, then ``wait()``, as often as wanted
     (collective: every rank makes it, and later starts it, in the same order)."""
-    return persist(*_prepare(collective.BCAST, buf, buf, None, root, algorithm, comm, codec))
+    return persist(*_prepare(collective.BCAST, buf, buf, None, root, algorithm, comm,
+                             codec)[:5])
 
 
 def reduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum", root: int = 0,
@@ -86,8 +91,11 @@ def reduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum", r
         codec: not built for reduce (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
-    return launch(*_prepare(collective.REDUCE, sendbuf, recvbuf, op, root, algorithm, comm,
-                            codec, blocking=True)).wait()
+    if codec is None:
+        result = fastpath.blocks("reduce", sendbuf, recvbuf, op, algorithm, comm, None, root)
+        if result is not None:
+            return None if result is fastpath.OFF_ROOT else result
+    return _blocking(collective.REDUCE, sendbuf, recvbuf, op, root, algorithm, comm, codec)
 
 
 def ireduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum", root: int = 0,
@@ -96,7 +104,7 @@ def ireduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum", 
     """Start the reduce ``reduce`` describes; its :class:`Request` completes in any order with
     other requests (its wait returns None off the root)."""
     return launch(*_prepare(collective.REDUCE, sendbuf, recvbuf, op, root, algorithm, comm,
-                            codec))
+                            codec)[:5])
 
 
 def reduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
@@ -105,15 +113,30 @@ def reduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "su
     """A persistent reduce of these buffers: ``start()``, then ``wait()``, as often as wanted
     (collective: every rank makes it, and later starts it, in the same order)."""
     return persist(*_prepare(collective.REDUCE, sendbuf, recvbuf, op, root, algorithm, comm,
-                             codec))
+                             codec)[:5])
+
+
+def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, root: Any,
+              algorithm: Any, comm: Any, codec: Any) -> Any:
+    """A blocking call on the full path; then calls like it (the same arrays, a loop's) take
+    the fast path (:class:`mpicoll.fastpath.LoweredBlocks`)."""
+    chosen, call, result, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, root,
+                                                        algorithm, comm, codec, blocking=True)
+    request = launch(chosen, call, result, kind, number)
+    made = lowered(chosen, call, (which.name, sendbuf, recvbuf, op, algorithm, comm, None),
+                   kind, bits)
+    result = request.wait()
+    if made is not None:
+        made.ctx.keep_lowered(made, fastpath.KEPT)
+    return result
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, root: Any,
              algorithm: Any, comm: Any, codec: Any, blocking: bool = False
-             ) -> tuple[Any, Call, Any, tuple, int]:
+             ) -> tuple[Any, Call, Any, tuple, int, int]:
     """Validate every argument locally (before anything is sent), then number the call and
     start its fingerprint check: the algorithm, the call, what its wait returns, the call's
-    kind and number. ``blocking``: the caller waits for it (``native-blocking`` runs MPI's
+    kind, number and tag hash. ``blocking``: the caller waits for it (``native-blocking`` runs MPI's
     blocking call)."""
     name = which.name
     if codec is not None:
@@ -196,4 +219,4 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     call = Call(ctx, send, flat(recv), op_, options, None, None, record, path,
                 ctx.next_tags(chosen.tags, bits), checking, blocking, name)
     result = recv if name == "bcast" or me == root else None
-    return chosen, call, result, kind, number
+    return chosen, call, result, kind, number, bits

@@ -200,6 +200,38 @@ def test_nonblocking_beside_an_allreduce_in_flight(order, bcast, reduce):
     assert_agreed(WORLD, problems, buf)
 
 
+@pytest.mark.parametrize("bcast, reduce", list(zip(BCAST, REDUCE)))
+def test_a_loop_on_the_same_arrays_takes_the_fast_path(bcast, reduce):
+    """Blocking calls in a loop on the same arrays run lowered (mpicoll.fastpath.LoweredBlocks)
+    and give MPI's bits as the data change: off the root a reduce returns None (recvbuf None,
+    or one left as it was); another root or op between them takes the full path and is right."""
+    from mpicoll import context
+    p, me, problems = WORLD.Get_size(), WORLD.Get_rank(), []
+    buf, x = np.empty(7, "f8"), np.empty(5, "i8")
+    out = np.zeros(5, "i8")
+    for step in range(8):
+        root = (p - 1) if step != 5 else 0
+        mine = data(WORLD, 7, "f8", "sum", seed=step)
+        buf[:] = mine
+        mpicoll.bcast(buf, root, algorithm=bcast)
+        compare(problems, f"bcast step {step}", buf, bcast_reference(WORLD, mine, root))
+        x[:] = data(WORLD, 5, "i8", "max", seed=step)
+        op = "max" if step != 6 else "min"
+        ref = reduce_reference(WORLD, x, op, root)
+        before = out.copy()
+        got = mpicoll.reduce(x, out if me == root or step % 2 else None, op=op, root=root,
+                             algorithm=reduce)
+        if me == root:
+            compare(problems, f"reduce {op} step {step}", got, ref)
+        elif got is not None or (out != before).any():
+            problems.append(f"step {step} off the root: {got}, recvbuf {out}")
+    lowered = [call for call in context.known(WORLD).lowered
+               if type(call).__name__ == "LoweredBlocks"]
+    if p > 1 and len(lowered) < 2:
+        problems.append(f"no lowered bcast and reduce: {lowered}")
+    assert_agreed(WORLD, problems, buf)
+
+
 BAD = [
     ("root out of range", lambda p: mpicoll.bcast(np.ones(3), p), ValueError),
     ("negative root", lambda p: mpicoll.reduce(np.ones(3), root=-1), ValueError),
