@@ -6,7 +6,7 @@
 #   bash benchmarks/performance.sh tables                   # only the tables, from the files
 #
 # Steps (in this order): local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard
-# collectives-p2 collectives-p4 collectives-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
+# collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
 # lowercase-p2 emulated-2x2 compression-local compression-4x1 compression-2x2 overlap-2x1 overlap-2x2, then the
 # tables.
 # Each step writes docs/data/performance/STEP.txt (the tool's output under a provenance header:
@@ -34,7 +34,7 @@ OPY=${OPENMPI_PYTHON:-.venv-openmpi/bin/python}
 OMPI=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
       PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe "$(dirname "$OPY")/mpiexec")
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
-ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 compression-local
+ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 compression-local
      compression-4x1 compression-2x2 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
@@ -139,6 +139,19 @@ for step in "${STEPS[@]}"; do
             mpi=$("$OPY" -c 'from mpi4py import MPI; print(" ".join(MPI.Get_library_version().splitlines()[0].split()))')
             run "$step" "one node, 2 ranks, Open MPI: allgather and reduce_scatter, every algorithm and auto, against its own" -- \
             "${OMPI[@]}" -n 2 "$OPY" -m mpicoll bench -C allgather,reduce_scatter -m 8:64M -f 8 -i 15 --no-progress
+            mpi=$mpich
+        fi ;;
+    rooted-p2) run "$step" "one node, 2 ranks: bcast and reduce (rank 0 the root), every algorithm and auto, against MPI's own" -- \
+        "$MPIEXEC" -n 2 -bind-to core "$PY" -m mpicoll bench -C bcast,reduce -m 8:64M -f 8 -i 15 --no-progress ;;
+    rooted-p4) run "$step" "one node, 4 ranks on 2 cores: bcast and reduce (rank 0 the root), every algorithm and auto, against MPI's own" -- \
+        "${YIELD[@]}" "$MPIEXEC" -n 4 "$PY" -m mpicoll bench -C bcast,reduce -m 8:64M -f 8 -i 15 --no-progress ;;
+    rooted-p2-openmpi) if [[ ! -x $OPY ]]; then
+            log "step $step: skipped, no $OPY (OPENMPI_PYTHON)"
+            printf '# docs/performance.md, step %s\n# SKIPPED: no Open MPI venv (%s)\n' "$step" "$OPY" > "$OUT/$step.txt"
+        else
+            mpi=$("$OPY" -c 'from mpi4py import MPI; print(" ".join(MPI.Get_library_version().splitlines()[0].split()))')
+            run "$step" "one node, 2 ranks, Open MPI: bcast and reduce (rank 0 the root), every algorithm and auto, against its own" -- \
+            "${OMPI[@]}" -n 2 "$OPY" -m mpicoll bench -C bcast,reduce -m 8:64M -f 8 -i 15 --no-progress
             mpi=$mpich
         fi ;;
     calls-p1) run "$step" "one rank, 8 B: each kind of call, where nothing travels, beside MPI's own of the same kind" -- \
@@ -423,6 +436,11 @@ makers = {"local-p2": lambda n: sweep(n, ONE_NODE, ONE), "local-p4": lambda n: s
 SOURCES = {"examples": "cg-p2", "calls-p2-start": "calls-p2", "calls-p2-init": "calls-p2"}
 for step in ("collectives-p2", "collectives-p4", "collectives-p2-openmpi"):
     for which in ("allgather", "reduce_scatter"):
+        makers[f"{step}-{which}"] = lambda n, step=step, which=which: sweep(
+            n, None, BY_8, source=step, section=which)
+        SOURCES[f"{step}-{which}"] = step
+for step in ("rooted-p2", "rooted-p4", "rooted-p2-openmpi"):
+    for which in ("bcast", "reduce"):
         makers[f"{step}-{which}"] = lambda n, step=step, which=which: sweep(
             n, None, BY_8, source=step, section=which)
         SOURCES[f"{step}-{which}"] = step

@@ -212,7 +212,6 @@ def _size(settings: Settings, which: collective.Collective, methods: list[tuple[
         calls[method] = _call(which, x, out[method], op, method[0], codec_of.get(method), comm)
         if method[0] == registry.AUTO and not method[1]:  # its trials first: the steady state
             left = api.trials_left(x, op=op, comm=comm) if which is collective.ALLREDUCE else \
-                0 if which.rooted else \
                 blockwise.trials_left(which.name, x, out[method], op=op, comm=comm)
             for _ in range(left):
                 calls[method]()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import operator
 import time
-from typing import Any, Sequence, Union, cast
+from typing import Any, Callable, Sequence, Union, cast
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from .request import Request
 
 __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
            "reduce_scatter_init", "trials_left", "choose_algorithm", "launch", "persist",
-           "lowered"]
+           "lowered", "tried", "kept"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
 
@@ -155,24 +155,11 @@ def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
     """A blocking call on the full path (or one of ``auto``'s trials); then calls like it take
     the fast path (:class:`mpicoll.fastpath.LoweredBlocks`)."""
     if algorithm == registry.AUTO and codec is None:
-        trial = _trial(which, sendbuf, recvbuf, op, comm, counts)
-        if trial is not None:
-            ctx, key, shortlist = trial
-            try:
-                if key[0] <= select.OWN_UP_TO:  # all its trials now, on scratch arrays
-                    _sampled(which, ctx, key, shortlist, sendbuf, recvbuf, op, comm, counts)
-                else:
-                    name, _ = ctx.trials.next(key, shortlist)
-                    began = time.perf_counter()  # (a call as after the choice: the fast path
-                    result = _call(which, sendbuf, recvbuf, op, name, comm, counts)  # from 2nd)
-                    ctx.trials.ran(key, shortlist, name, time.perf_counter() - began,
-                                   guard=False)
-                    return result
-            except MPI.Exception as error:
-                failed = fault.failure(error, ctx.comm)
-                if failed is None:
-                    raise
-                raise ctx.failed(failed).during("agreeing on auto's choice") from None
+        ran, result = tried(which, sendbuf, recvbuf, op, comm, counts,
+                            lambda send, recv, name: _call(which, send, recv, op, name, comm,
+                                                           counts))
+        if ran:
+            return result
     request, lowered = _start(which, sendbuf, recvbuf, op, algorithm, comm, codec, counts,
                               lower=True)
     result = request.wait()
@@ -190,9 +177,34 @@ def _call(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, alg
                           algorithm=algorithm, comm=comm, counts=counts)
 
 
-def _sampled(which: collective.Collective, ctx: context.Context, key: tuple,
-             shortlist: tuple[str, ...], sendbuf: Any, recvbuf: Any, op: Any, comm: Any,
-             counts: Any) -> None:
+def tried(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, comm: Any,
+          counts: Any, call: Callable[[Any, Any, str], Any]) -> tuple[bool, Any]:
+    """A blocking ``auto`` call that is one of its trials, run as one: (True, its result);
+    else (False, None), and the caller runs it (a small size's trials, all run here on scratch
+    arrays, have just kept a choice). ``call(sendbuf, recvbuf, name)``: the blocking call with
+    algorithm ``name``, as the program makes it."""
+    trial = _trial(which, sendbuf, recvbuf, op, comm, counts)
+    if trial is None:
+        return False, None
+    ctx, key, shortlist = trial
+    try:
+        if key[0] <= select.OWN_UP_TO:  # all its trials now, on scratch arrays
+            _sampled(ctx, key, shortlist, sendbuf, recvbuf, call)
+            return False, None
+        name, _ = ctx.trials.next(key, shortlist)
+        began = time.perf_counter()  # (a call as after the choice: the fast path from the 2nd)
+        result = call(sendbuf, recvbuf, name)
+        ctx.trials.ran(key, shortlist, name, time.perf_counter() - began, guard=False)
+        return True, result
+    except MPI.Exception as error:
+        failed = fault.failure(error, ctx.comm)
+        if failed is None:
+            raise
+        raise ctx.failed(failed).during("agreeing on auto's choice") from None
+
+
+def _sampled(ctx: context.Context, key: tuple, shortlist: tuple[str, ...], sendbuf: Any,
+             recvbuf: Any, call: Callable[[Any, Any, str], Any]) -> None:
     """Trials of a small size (MPI's own two calls), each the mean of ``api.SAMPLE`` calls
     back to back on scratch arrays like the call's, as allreduce's ``auto`` samples them
     (single calls of microseconds timed between Python rank them unlike a loop's)."""
@@ -203,7 +215,7 @@ def _sampled(which: collective.Collective, ctx: context.Context, key: tuple,
         name, _ = ctx.trials.next(key, shortlist)
         began = time.perf_counter()
         for _ in range(SAMPLE):
-            _call(which, send, out, op, name, comm, counts)
+            call(send, out, name)
         ctx.trials.ran(key, shortlist, name, (time.perf_counter() - began) / SAMPLE,
                        guard=False)
 
@@ -348,15 +360,22 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     return chosen, call, recv, kind, number, bits
 
 
+def kept(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,
+         elements: int) -> str | None:
+    """The algorithm ``auto``'s trials kept for a call whose larger buffer holds ``elements``,
+    or None."""
+    key = _key(which, dtype, op, path, ctx, elements)
+    return None if key is None else ctx.trials.kept.get(key[0])
+
+
 def _auto(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: context.Context,
           elements: int) -> str:
     """What ``auto`` runs: the algorithm its trials kept for this size class, else the rule
     (:data:`RING_FROM`; MPI's own cannot take device memory staged for it, nor sum small
     integers as NumPy does under Open MPI)."""
-    key = _key(which, send.dtype, op, path, ctx, elements)
-    kept = None if key is None else ctx.trials.kept.get(key[0])
-    if kept is not None:
-        return kept
+    chosen = kept(which, send.dtype, op, path, ctx, elements)
+    if chosen is not None:
+        return chosen
     mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
     ring_from = RING_FROM.get(which.name)
     large = ring_from is not None and elements * send.dtype.itemsize >= ring_from
@@ -402,7 +421,7 @@ def _trial(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, co
         elements = sum(int(c) for c in counts)
     else:
         elements = given.size * (p if which.receives_all and given is sendbuf else 1)
-    key = _key(which, given.dtype, ops.resolve("sum" if op is None else op),
+    key = _key(which, given.dtype, ops.resolve("sum" if op is None else op, which.rooted),
                transport.choose(given), ctx, elements)
     if key is None or key[0] in ctx.trials.kept:
         return None
@@ -426,7 +445,7 @@ def choose_algorithm(which: str, sendbuf: Array, recvbuf: Array | None = None, *
     given = recvbuf if sendbuf is MPI.IN_PLACE or sendbuf is recvbuf else sendbuf
     xp = array_module(given)
     data = _array("sendbuf", given, xp)
-    op_ = ops.resolve("sum" if op is None else op)
+    op_ = ops.resolve("sum" if op is None else op, which_.rooted)
     ctx = context.of(communicator(comm))
     p = ctx.size
     if counts is not None:

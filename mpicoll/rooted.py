@@ -6,8 +6,13 @@ numbered on its communicator, the fingerprint check (which names the collective 
 so ranks that disagree on either, or on the count, raise ``MismatchError``), requests the
 progress engine completes in any order with the others'. ``binomial`` and ``tree`` plan both
 (a reduce keeps rank order, so every op reduces as MPI's does), ``native`` is MPI's own; every
-call form. ``auto`` runs MPI's own where it can take the call, else ``binomial`` below
-:data:`TREE_FROM` and ``tree`` from there on. Codecs and averages are refused clearly.
+call form. ``auto`` measures as allgather's does (:func:`mpicoll.blockwise.tried`): a
+communicator's first blocking calls of each size class try MPI's own two calls (and above
+8 KiB every algorithm) and keep the fastest; until then, and where its trials do not run (one
+rank, device memory), MPI's own where it can take the call, else ``binomial`` below
+:data:`TREE_FROM` and ``tree`` from there on. A blocking call on the same arrays as an earlier
+one takes the fast path (:class:`mpicoll.fastpath.LoweredBlocks`). Codecs and averages are
+refused clearly.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from . import _env, collective, context, fastpath, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
 from .algorithm import Options, native, registry
 from .api import _array, communicator
-from .blockwise import launch, lowered, persist
+from .blockwise import kept, launch, lowered, persist, tried
 from .execution import Call
 from .persistent import PersistentRequest
 from .request import Request
@@ -120,6 +125,12 @@ def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
               algorithm: Any, comm: Any, codec: Any) -> Any:
     """A blocking call on the full path; then calls like it (the same arrays, a loop's) take
     the fast path (:class:`mpicoll.fastpath.LoweredBlocks`)."""
+    if algorithm == registry.AUTO and codec is None:
+        ran, result = tried(which, sendbuf, recvbuf, op, comm, None,
+                            lambda send, recv, name: _call(which, send, recv, op, root, name,
+                                                           comm))
+        if ran:
+            return result
     chosen, call, result, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, root,
                                                         algorithm, comm, codec, blocking=True)
     request = launch(chosen, call, result, kind, number)
@@ -129,6 +140,15 @@ def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
     if made is not None:
         made.ctx.keep_lowered(made, fastpath.KEPT)
     return result
+
+
+def _call(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, root: Any,
+          algorithm: str, comm: Any) -> Any:
+    """A blocking call of ``which`` as the program makes it (the fast path included)."""
+    if which is collective.BCAST:
+        return bcast(recvbuf, root, algorithm=algorithm, comm=comm)
+    return reduce(sendbuf, recvbuf, op="sum" if op is None else op, root=root,
+                  algorithm=algorithm, comm=comm)
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, root: Any,
@@ -178,11 +198,11 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         if xp.may_share_memory(data, recv):
             raise ValueError(f"{name}: recvbuf overlaps sendbuf; for in place pass "
                              "MPI.IN_PLACE (or recvbuf itself) as sendbuf")
-    # A bcast's root only reads buf; a read-only buf elsewhere is named in the fingerprint,
-    # so that every rank raises (MismatchError), the root too.
-    read_only = recv is not None and not writeable(recv) and name == "bcast" and me != root
-    if recv is not None and not writeable(recv) and name != "bcast":
-        raise ValueError("recvbuf is read-only")
+    # A bcast's root only reads buf (a read-only buf elsewhere raises there alone, as
+    # mpi4py's BufferError does: the ranks' calls differ, as a count that differs would)
+    if recv is not None and not writeable(recv) and (name != "bcast" or me != root):
+        raise ValueError(f"{'buf' if name == 'bcast' else 'recvbuf'} is read-only"
+                         + (f" on rank {me}, not the root" if name == "bcast" else ""))
     if recv is None or (which.reduces and me != root):  # off the root: scratch, theirs untouched
         recv = xp.empty(data.size, data.dtype)
     if not isinstance(algorithm, str):
@@ -192,8 +212,8 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     ctx = context.of(comm_)
     if algorithm == registry.AUTO:
         mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
-        algorithm = "native" if mpi_can else \
-            "binomial" if send.nbytes < TREE_FROM else "tree"
+        algorithm = kept(which, send.dtype, op_, path, ctx, send.size) or (
+            "native" if mpi_can else "binomial" if send.nbytes < TREE_FROM else "tree")
     chosen = registry.get(algorithm, name)
     if chosen.mpi and path.name == "staged":
         raise ValueError(f"{chosen.name} needs host arrays or a CUDA-aware MPI: this MPI cannot "
@@ -203,13 +223,8 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
     # The root is part of what every rank must agree on: named with the collective.
     kind = (send.size, send.dtype, op_.name if which.reduces else "", chosen.name, "",
-            f"{name} {'from' if name == 'bcast' else 'to'} rank {root}"
-            + (" into a read-only buf" if read_only else ""))
+            f"{name} {'from' if name == 'bcast' else 'to'} rank {root}")
     number, bits, checking = ctx.begin_checked(kind, blocks=blocking and chosen.blocks)
-    if read_only:  # (the check raised MismatchError everywhere, if it ran)
-        if checking is not None:
-            checking.finish()
-        raise ValueError(f"{name}: buf is read-only on rank {me}, not the root")
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,

@@ -179,7 +179,9 @@ def test_train_demo_learns_and_keeps_replicas_identical(mpirun, tmp_path):
     assert len(losses) == 10 and losses[-1] < 0.7 * losses[0]
     with h5py.File(tmp_path / "t.h5") as f:
         records = f["records"][:]
-    assert len(records) == 3 * 60 and set(records["algorithm"]) == {b"ring"}
+    steps = records[records["collective"] == b"allreduce"]  # (and each rank's initial bcast)
+    assert len(steps) == 3 * 60 and set(steps["algorithm"]) == {b"ring"}
+    assert len(records[records["collective"] == b"bcast"]) == 3 == len(records) - len(steps)
 
 
 def test_train_demo_with_compressed_gradients(mpirun):
