@@ -9,6 +9,13 @@ same steps, with rank i's block as chunk i: each (p-1)α + (p-1)/p·Nβ for N el
 (blocks may be uneven, as in ``MPI_Allgatherv`` and ``MPI_Reduce_scatter``: the largest one
 sets the pace). In place, the input of a reduce_scatter is ``recv`` itself: its first block
 is written only in the last step, after every other block was read.
+
+And the large-message rooted collectives (van de Geijn; Rabenseifner's reduce, with the ring's
+reduce-scatter): ``bcast`` scatters the root's chunks down a binomial tree, then the ring
+allgathers them (the root, which holds them all, only sends), about (lg p + p - 1)α +
+2(p-1)/p·nβ against a tree's lg p·nβ; ``reduce``
+reduce-scatters around the ring, then every rank sends its chunk to the root,
+(2p - 2)α + 2(p-1)/p·nβ + (p-1)/p·nγ.
 """
 
 from __future__ import annotations
@@ -109,11 +116,50 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
     allgather(b, group, me, chunks)
 
 
+def scatter(b: Builder, group: list[int], me: int, chunks: list[tuple[int, int]]) -> None:
+    """Binomial scatter of ``recv``'s chunks from group member 0: member r receives the chunks
+    of its subtree (r up to r plus its lowest set bit) from its parent, then sends each child
+    c = r + 2^k the chunks of c's subtree, the largest first."""
+    p = len(group)
+
+    def span(first: int, stop: int) -> Region:
+        return Region("recv", chunks[first][0], chunks[stop - 1][1])
+
+    mask = 1
+    while mask < p and not me & mask:
+        mask <<= 1
+    if me:
+        b.round([Recv(group[me - mask], span(me, min(me + mask, p)))])
+    children = [(me + m, m) for m in (1 << k for k in reversed(range(mask.bit_length() - 1)))
+                if me + m < p]
+    if children:
+        b.round([Send(group[c], span(c, min(c + m, p))) for c, m in children])
+
+
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
     group, me, p = list(range(layout.size)), layout.rank, layout.size
     if options.collective == "allreduce":
         allreduce(b, group, me, 0, count, src, frames)
+        return
+    if options.collective in ("bcast", "reduce"):
+        root, chunks = options.root, split(0, count, p)
+        if not count:
+            return
+        if options.collective == "bcast":  # in ranks relative to the root
+            ring_, relative = [(root + i) % p for i in range(p)], (me - root) % p
+            with b.phase("scatter"):
+                scatter(b, ring_, relative, chunks)
+            with b.phase("allgather"):  # the root holds every chunk: it receives none
+                for transfers, local in allgather_steps(ring_, relative, chunks):
+                    b.round([t for t in transfers if not (
+                        relative == 0 and isinstance(t, Recv)
+                        or relative == p - 1 and isinstance(t, Send))], local)
+            return
+        reduce_scatter(b, group, me, chunks, src)  # chunk i reduced on rank i, in recv
+        with b.phase("gather"):
+            b.round([Recv(r, Region("recv", *chunks[r])) for r in group if r != root]
+                    if me == root else [Send(root, Region("recv", *chunks[me]))])
         return
     # count: this rank's block (allgather) or every block (reduce_scatter); block i is rank i's
     sizes = options.counts or (count if options.collective == "allgather" else count // p,) * p
@@ -132,4 +178,5 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
 
 ALGORITHM = Algorithm("ring", "reduce-scatter + allgather around a ring: bandwidth-optimal",
                       plan=plan, compresses=frozenset({"dense"}), needs_commutative=True,
-                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter", "bcast",
+                                             "reduce"}))

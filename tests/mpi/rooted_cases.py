@@ -13,12 +13,15 @@ from helpers import MPI_OPS, WORLD, assert_agreed, data, digest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.algorithm import registry
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
 OPS = ["sum", "prod", "min", "max"]
 BCAST = mpicoll.algorithms("bcast")
 REDUCE = mpicoll.algorithms("reduce")
+REORDERS = [name for name in REDUCE if name != "auto"
+            and registry.get(name, "reduce").needs_commutative]  # ring: reduce-scatter first
 _KEEPS_B = MPI.Op.Create(lambda a, b, t: None, commute=False)  # inout kept: rank order matters
 
 
@@ -104,7 +107,8 @@ def test_reduce_is_mpis(dtype, algorithm):
 @pytest.mark.parametrize("algorithm", REDUCE)
 def test_reduce_in_place_and_in_rank_order(algorithm):
     """In place at the root (MPI.IN_PLACE or recvbuf itself), an allocated result, and a
-    non-commutative op reduced in rank order, as MPI_Reduce does, at every root."""
+    non-commutative op reduced in rank order, as MPI_Reduce does, at every root (refused by
+    an algorithm that reorders)."""
     problems = []
     for name, comm, roots in comms():
         me = comm.Get_rank()
@@ -125,6 +129,10 @@ def test_reduce_in_place_and_in_rank_order(algorithm):
             compare(problems, f"{name} sendbuf left as it was, root {root}", x, before)
             z = data(comm, 5, "f8", "sum", seed=root + 1)
             ref = reduce_reference(comm, z, _KEEPS_B, root)
+            if algorithm in REORDERS:  # (it says so, on every rank, before anything moves)
+                with pytest.raises(ValueError, match="not commutative"):
+                    mpicoll.reduce(z, op=_KEEPS_B, root=root, comm=comm, algorithm=algorithm)
+                continue
             got = mpicoll.reduce(z, op=_KEEPS_B, root=root, comm=comm, algorithm=algorithm)
             if me == root:
                 compare(problems, f"{name} non-commutative root {root}", got, ref)
@@ -274,7 +282,7 @@ BAD = [
     ("in place without recvbuf", lambda p: mpicoll.reduce(MPI.IN_PLACE), ValueError),
     ("a codec", lambda p: mpicoll.bcast(np.ones(4), codec="fp16"), ValueError),
     ("op avg", lambda p: mpicoll.reduce(np.ones(4), op="avg"), ValueError),
-    ("unknown algorithm", lambda p: mpicoll.bcast(np.ones(4), algorithm="ring"), ValueError),
+    ("unknown algorithm", lambda p: mpicoll.bcast(np.ones(4), algorithm="rd"), ValueError),
     ("bool", lambda p: mpicoll.bcast(np.ones(4, bool)), TypeError),
     ("not contiguous", lambda p: mpicoll.bcast(np.ones(8)[::2]), ValueError),
 ]
