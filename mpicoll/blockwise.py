@@ -188,7 +188,7 @@ def tried(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, com
         return False, None
     ctx, key, shortlist = trial
     try:
-        if key[0] <= select.OWN_UP_TO:  # all its trials now, on scratch arrays
+        if key[0] <= own_up_to(which):  # all its trials now, on scratch arrays
             _sampled(ctx, key, shortlist, sendbuf, recvbuf, call)
             return False, None
         name, _ = ctx.trials.next(key, shortlist)
@@ -382,13 +382,20 @@ def _auto(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: c
     return "ring" if op.commutative and (large or not mpi_can) else "native"
 
 
+def own_up_to(which: collective.Collective) -> int:
+    """Up to how many bytes ``auto`` tries MPI's own calls only, as samples (no Python schedule
+    beats MPI's C below): ``select.OWN_UP_TO``, but 2 KiB for a reduce, which mpicoll's trees
+    win from 4 KiB (``bench -C reduce``: 0.76x MPICH's own on 2 ranks, 0.53x on 4, where
+    MPI's own calls ran 1.02-1.23x)."""
+    return 2 << 10 if which is collective.REDUCE else select.OWN_UP_TO
+
+
 def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,
          elements: int) -> tuple[tuple, tuple[str, ...]] | None:
     """The key of ``auto``'s trials for a call whose larger buffer holds ``elements`` (the
     size class, the collective, dtype and op) and what they try: MPI's own two calls first
-    (ties go to them), then above ``select.OWN_UP_TO`` every algorithm that plans the
-    collective (no Python schedule beats MPI's C below); None where nothing is tried: one
-    rank, device memory, ``MPICOLL_AUTO=model``."""
+    (ties go to them), then above :func:`own_up_to` every algorithm that plans the
+    collective; None where nothing is tried: one rank, device memory, ``MPICOLL_AUTO=model``."""
     nbytes = elements * dtype.itemsize
     if ctx.size == 1 or path.name != "host" or _env.settings().auto == "model":
         return None
@@ -396,7 +403,7 @@ def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: c
     own = tuple(sorted((a.name for a in registry.registered(which.name)
                         if a.mpi and mpi_can and (threads_allow() or not a.blocks)),
                        key=lambda name: not registry.get(name, which.name).blocks))
-    shortlist = own + (() if nbytes <= select.OWN_UP_TO else tuple(
+    shortlist = own + (() if nbytes <= own_up_to(which) else tuple(
         a.name for a in registry.registered(which.name)
         if not a.mpi and (op.commutative or not a.needs_commutative)))
     if len(shortlist) < 2:
