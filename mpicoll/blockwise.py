@@ -39,7 +39,7 @@ from .request import Request
 
 __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
            "reduce_scatter_init", "trials_left", "choose_algorithm", "launch", "persist",
-           "lowered", "tried", "kept"]
+           "run_blocking", "tried", "kept"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
 
@@ -160,12 +160,10 @@ def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
                                                            counts))
         if ran:
             return result
-    request, lowered = _start(which, sendbuf, recvbuf, op, algorithm, comm, codec, counts,
-                              lower=True)
-    result = request.wait()
-    if lowered is not None:
-        lowered.ctx.keep_lowered(lowered, fastpath.KEPT)
-    return result
+    chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
+                                                      comm, codec, counts, blocking=True)
+    return run_blocking(chosen, call, recv, kind, number, bits,
+                        (which.name, sendbuf, recvbuf, op, algorithm, comm, counts))
 
 
 def _call(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str,
@@ -221,28 +219,28 @@ def _sampled(ctx: context.Context, key: tuple, shortlist: tuple[str, ...], sendb
 
 
 def _start(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-           comm: Any, codec: Any, counts: Any, lower: bool = False) -> Any:
-    """Check, number and fingerprint-check the call everywhere, then start it: its request
-    (``lower``, a blocking call's: and a lowered call for calls like it, or None)."""
-    chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
-                                                      comm, codec, counts, blocking=lower)
-    request = launch(chosen, call, recv, kind, number)
-    if not lower:
-        return request
-    return request, lowered(chosen, call, (which.name, sendbuf, recvbuf, op, algorithm, comm,
-                                           counts), kind, bits)
+           comm: Any, codec: Any, counts: Any) -> Request:
+    """Check, number and fingerprint-check the call everywhere, then start it: its request."""
+    chosen, call, recv, kind, number, _ = _prepare(which, sendbuf, recvbuf, op, algorithm,
+                                                   comm, codec, counts)
+    return launch(chosen, call, recv, kind, number)
 
 
-def lowered(chosen: Any, call: Call, args: tuple, kind: tuple, bits: int
-            ) -> fastpath.LoweredBlocks | None:
-    """A lowered call for later blocking calls with the arguments ``args`` (what the fast path
-    compares: the collective's name, sendbuf, recvbuf, op, algorithm, comm, counts), or None
-    where each must take the full path."""
+def run_blocking(chosen: Any, call: Call, result: Any, kind: tuple, number: int, bits: int,
+                 args: tuple) -> Any:
+    """Run a prepared blocking call to its end, and keep a lowered call for later calls with
+    the arguments ``args`` (what the fast path compares: the collective's name, sendbuf,
+    recvbuf, op, algorithm, comm, counts), where they can take it."""
+    request = launch(chosen, call, result, kind, number)
     ctx = cast(context.Context, call.ctx)
     plan = None if chosen.plan is None else \
         ctx.cached_plan(chosen, call.send.size, call.options, None, False, False)
-    return fastpath.LoweredBlocks.make(args, call.send, call.recv, ctx, call.op, chosen, kind,
+    made = fastpath.LoweredBlocks.make(args, call.send, call.recv, ctx, call.op, chosen, kind,
                                        bits, call.options, plan)
+    result = request.wait()
+    if made is not None:
+        ctx.keep_lowered(made, fastpath.KEPT)
+    return result
 
 
 def launch(chosen: Any, call: Call, result: Any, kind: tuple, number: int) -> Request:

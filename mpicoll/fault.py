@@ -125,7 +125,8 @@ class Polling:
     collectives (libnbc, MPI's own ``native``, the fingerprint check, the window's barrier)
     are not ended by a revoke: a survivor blocked in ``Wait`` on one whose peer aborted it
     after the death waited forever (about 1 launch in 20 of test_faults' ``native`` death
-    inside the collective)."""
+    inside the collective). A single ``MPI_Test`` there can still block for good, which no
+    caller can end (docs/failure-modes.md)."""
 
     __slots__ = ("comm", "spins")
 

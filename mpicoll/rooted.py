@@ -26,7 +26,7 @@ from . import _env, collective, context, fastpath, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
 from .algorithm import Options, native, registry
 from .api import _array, communicator
-from .blockwise import kept, launch, lowered, persist, tried
+from .blockwise import kept, launch, persist, run_blocking, tried
 from .execution import Call
 from .persistent import PersistentRequest
 from .request import Request
@@ -133,13 +133,8 @@ def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
             return result
     chosen, call, result, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, root,
                                                         algorithm, comm, codec, blocking=True)
-    request = launch(chosen, call, result, kind, number)
-    made = lowered(chosen, call, (which.name, sendbuf, recvbuf, op, algorithm, comm, None),
-                   kind, bits)
-    result = request.wait()
-    if made is not None:
-        made.ctx.keep_lowered(made, fastpath.KEPT)
-    return result
+    return run_blocking(chosen, call, result, kind, number, bits,
+                        (which.name, sendbuf, recvbuf, op, algorithm, comm, None))
 
 
 def _call(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, root: Any,
