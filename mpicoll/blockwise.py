@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 import time
+from functools import lru_cache
 from typing import Any, Callable, Sequence, Union, cast
 
 import numpy as np
@@ -39,7 +40,7 @@ from .request import Request
 
 __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
            "reduce_scatter_init", "trials_left", "choose_algorithm", "launch", "persist",
-           "run_blocking", "tried", "kept"]
+           "run_blocking", "tried", "auto_algorithm", "RING_FROM", "TREE_FROM"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
 
@@ -52,6 +53,11 @@ device buffers staged through the host, Open MPI's saturating 8- and 16-bit inte
 else MPI's own (``bench -C allgather,reduce_scatter``: reduce_scatter of
 32 MiB through ring 0.70× MPICH's own on 2 ranks, 0.86× on 4, 0.13× Open MPI's on 2; allgather
 through ring never below 1.05× MPI's own)."""
+
+TREE_FROM = 64 << 10
+"""``auto``'s rule for bcast and reduce where MPI's own cannot run the call as mpicoll does
+(device buffers staged through the host; Open MPI's saturating 8- and 16-bit integer sums):
+``binomial``'s whole messages below this many bytes, the pipelined ``tree`` from here on."""
 
 
 def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
@@ -335,7 +341,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     path = transport.choose(send)
     ctx = context.of(comm_)
     if algorithm == registry.AUTO:
-        algorithm = _auto(which, send, path, op_, ctx, max(sum(sizes), recv.size))
+        algorithm = auto_algorithm(which, send, path, op_, ctx, max(sum(sizes), recv.size))
     chosen = registry.get(algorithm, which.name)
     if chosen.mpi and path.name == "staged":
         raise ValueError(f"{chosen.name} needs host arrays or a CUDA-aware MPI: this MPI cannot "
@@ -358,7 +364,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     return chosen, call, recv, kind, number, bits
 
 
-def kept(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,
+def _kept(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,
          elements: int) -> str | None:
     """The algorithm ``auto``'s trials kept for a call whose larger buffer holds ``elements``,
     or None."""
@@ -366,17 +372,20 @@ def kept(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: c
     return None if key is None else ctx.trials.kept.get(key[0])
 
 
-def _auto(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: context.Context,
+def auto_algorithm(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: context.Context,
           elements: int) -> str:
-    """What ``auto`` runs: the algorithm its trials kept for this size class, else the rule
-    (:data:`RING_FROM`; MPI's own cannot take device memory staged for it, nor sum small
-    integers as NumPy does under Open MPI)."""
-    chosen = kept(which, send.dtype, op, path, ctx, elements)
+    """What ``auto`` runs: the algorithm its trials kept for this size class, else the rule:
+    MPI's own where it can run the call as mpicoll does (not device memory staged for it, nor
+    Open MPI's saturating small-integer sums), else ``ring`` (:data:`RING_FROM`) or, for the
+    rooted collectives, ``binomial`` or ``tree`` (:data:`TREE_FROM`)."""
+    chosen = _kept(which, send.dtype, op, path, ctx, elements)
     if chosen is not None:
         return chosen
     mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
-    ring_from = RING_FROM.get(which.name)
-    large = ring_from is not None and elements * send.dtype.itemsize >= ring_from
+    nbytes = elements * send.dtype.itemsize
+    if which.rooted:
+        return "native" if mpi_can else "binomial" if nbytes < TREE_FROM else "tree"
+    large = nbytes >= RING_FROM.get(which.name, nbytes + 1)
     return "ring" if op.commutative and (large or not mpi_can) else "native"
 
 
@@ -391,22 +400,41 @@ def own_up_to(which: collective.Collective) -> int:
 def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,
          elements: int) -> tuple[tuple, tuple[str, ...]] | None:
     """The key of ``auto``'s trials for a call whose larger buffer holds ``elements`` (the
-    size class, the collective, dtype and op) and what they try: MPI's own two calls first
-    (ties go to them), then above :func:`own_up_to` every algorithm that plans the
-    collective; None where nothing is tried: one rank, device memory, ``MPICOLL_AUTO=model``."""
+    size class, the collective, dtype and op) and what they try (:func:`_shortlist`); None
+    where nothing is tried: one rank, device memory, ``MPICOLL_AUTO=model``."""
     nbytes = elements * dtype.itemsize
     if ctx.size == 1 or path.name != "host" or _env.settings().auto == "model":
         return None
-    mpi_can = native.exact(dtype) or not which.reduces
-    own = tuple(sorted((a.name for a in registry.registered(which.name)
-                        if a.mpi and mpi_can and (threads_allow() or not a.blocks)),
-                       key=lambda name: not registry.get(name, which.name).blocks))
-    shortlist = own + (() if nbytes <= own_up_to(which) else tuple(
-        a.name for a in registry.registered(which.name)
-        if not a.mpi and (op.commutative or not a.needs_commutative)))
+    shortlist = _shortlist(which, nbytes > own_up_to(which),
+                           native.exact(dtype) or not which.reduces, op.commutative,
+                           threads_allow(), registry.generation())
     if len(shortlist) < 2:
         return None
     return (select.size_class(nbytes), which.name, dtype.str, op.name), shortlist
+
+
+@lru_cache(maxsize=256)
+def _shortlist(which: collective.Collective, every: bool, mpi_can: bool, commutative: bool,
+               threads: bool, generation: int) -> tuple[str, ...]:
+    """What ``auto``'s trials try: MPI's own two calls first (ties go to them; the blocking
+    one only where threads allow it), then, above :func:`own_up_to` (``every``), every
+    algorithm that plans the collective and takes the op. Cached per registry
+    ``generation``: a call's choice costs a lookup."""
+    own = tuple(sorted((a.name for a in registry.registered(which.name)
+                        if a.mpi and mpi_can and (threads or not a.blocks)),
+                       key=lambda name: not registry.get(name, which.name).blocks))
+    return own + (tuple(a.name for a in registry.registered(which.name)
+                        if not a.mpi and (commutative or not a.needs_commutative))
+                  if every else ())
+
+
+def _elements(which: collective.Collective, given: Any, sendbuf: Any, counts: Any,
+              p: int) -> int:
+    """How many elements the larger buffer of a call holds (its size class is of them): the
+    sum of ``counts``, else ``given`` times p where it is one block of the p received."""
+    if counts is not None:
+        return sum(int(c) for c in counts)
+    return given.size * (p if which.receives_all and given is sendbuf else 1)
 
 
 def _trial(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, comm: Any,
@@ -421,13 +449,8 @@ def _trial(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, co
         return None  # (bad input, or device arrays: the full path says or decides)
     comm_ = communicator(comm)
     ctx = context.of(comm_)
-    p = ctx.size
-    if counts is not None:
-        elements = sum(int(c) for c in counts)
-    else:
-        elements = given.size * (p if which.receives_all and given is sendbuf else 1)
     key = _key(which, given.dtype, ops.resolve("sum" if op is None else op, which.rooted),
-               transport.choose(given), ctx, elements)
+               transport.choose(given), ctx, _elements(which, given, sendbuf, counts, ctx.size))
     if key is None or key[0] in ctx.trials.kept:
         return None
     return ctx, *key
@@ -452,12 +475,8 @@ def choose_algorithm(which: str, sendbuf: Array, recvbuf: Array | None = None, *
     data = _array("sendbuf", given, xp)
     op_ = ops.resolve("sum" if op is None else op, which_.rooted)
     ctx = context.of(communicator(comm))
-    p = ctx.size
-    if counts is not None:
-        elements = sum(int(c) for c in counts)
-    else:
-        elements = data.size * (p if which_.receives_all and given is sendbuf else 1)
-    return _auto(which_, data, transport.choose(data), op_, ctx, elements)
+    return auto_algorithm(which_, data, transport.choose(data), op_, ctx,
+                 _elements(which_, data, data if given is sendbuf else None, counts, ctx.size))
 
 
 def _blocks(which: collective.Collective, counts: Any, p: int, size: int, in_place: bool

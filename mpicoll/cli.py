@@ -286,7 +286,7 @@ def _info(args: argparse.Namespace) -> int:
     import numpy as np
     from mpi4py import MPI
 
-    from . import algorithm, api, bench, blockwise, collective, context, cuda_aware, tune
+    from . import algorithm, api, bench, blockwise, collective, context, cuda_aware, rooted, tune
     from . import trials as trials_module
     from ._version import __version__
     from .algorithm import select
@@ -306,22 +306,26 @@ def _info(args: argparse.Namespace) -> int:
         choices.append((nbytes, api.choose_algorithm(x, comm=comm),
                         select.predictions(x.nbytes, layout, among) if layout.size > 1 else {},
                         measured))
-    blocks = {}  # allgather, reduce_scatter: auto's choice per size, and its trials' times
-    for which in ("allgather", "reduce_scatter"):
+    blocks = {}  # the other collectives: auto's choice per size, and its trials' times
+    p = comm.Get_size()
+    calls = {"allgather": (lambda n: n // p, lambda x, out: blockwise.allgather(x, out, comm=comm)),
+             "reduce_scatter": (lambda n: n, lambda x, out: blockwise.reduce_scatter(
+                 x, out, comm=comm)),
+             "bcast": (lambda n: n, lambda x, out: rooted.bcast(x, comm=comm)),
+             "reduce": (lambda n: n, lambda x, out: rooted.reduce(x, out, comm=comm))}
+    for which, (sent, run) in calls.items():
         rows = []
-        for nbytes in bench.size_range(args.sizes):
-            per_rank = max(1, nbytes // 4 // comm.Get_size())
-            x = np.ones(per_rank * (comm.Get_size() if which == "reduce_scatter" else 1),
-                        np.float32)
-            out = np.empty(per_rank * (comm.Get_size() if which == "allgather" else 1),
-                           np.float32)
-            run = blockwise.allgather if which == "allgather" else blockwise.reduce_scatter
-            for _ in range(blockwise.trials_left(which, x, out, comm=comm)):
-                run(x, out, comm=comm)
+        for nbytes in bench.size_range(args.sizes):  # (the larger buffer holds nbytes)
+            n = max(1, nbytes // 4 // p) * p
+            x = np.ones(sent(n), np.float32)
+            out = np.empty(n // p if which == "reduce_scatter" else n, np.float32)
+            given = None if which == "bcast" else out
+            for _ in range(blockwise.trials_left(which, x, given, comm=comm)):
+                run(x, out)
             measured = next((times for key, times in trials.measured.items()
-                             if key[:2] == (select.size_class(max(x.size, out.size) * 4), which)),
-                            {})
-            rows.append((nbytes, blockwise.choose_algorithm(which, x, out, comm=comm), measured))
+                             if key[:2] == (select.size_class(n * 4), which)), {})
+            rows.append((nbytes, blockwise.choose_algorithm(which, x, given, comm=comm),
+                         measured))
         blocks[which] = rows
     if comm.Get_rank() != 0:
         return 0

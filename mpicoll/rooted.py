@@ -8,9 +8,10 @@ progress engine completes in any order with the others'. ``binomial`` and ``tree
 (a reduce keeps rank order, so every op reduces as MPI's does), ``native`` is MPI's own; every
 call form. ``auto`` measures as allgather's does (:func:`mpicoll.blockwise.tried`): a
 communicator's first blocking calls of each size class try MPI's own two calls (and above
-8 KiB every algorithm) and keep the fastest; until then, and where its trials do not run (one
-rank, device memory), MPI's own where it can take the call, else ``binomial`` below
-:data:`TREE_FROM` and ``tree`` from there on. A blocking call on the same arrays as an earlier
+:func:`~mpicoll.blockwise.own_up_to` every algorithm) and keep the fastest; until then, and
+where its trials do not run (one rank, device memory), MPI's own where it can take the call,
+else ``binomial`` below :data:`~mpicoll.blockwise.TREE_FROM` and ``tree`` from there on
+(:func:`~mpicoll.blockwise.auto_algorithm`). A blocking call on the same arrays as an earlier
 one takes the fast path (:class:`mpicoll.fastpath.LoweredBlocks`). Codecs and averages are
 refused clearly.
 """
@@ -24,22 +25,16 @@ from mpi4py import MPI
 
 from . import _env, collective, context, fastpath, ops, timing, transport
 from ._array import Array, array_module, flat, writeable
-from .algorithm import Options, native, registry
+from .algorithm import Options, registry
 from .api import _array, communicator
-from .blockwise import kept, launch, persist, run_blocking, tried
+from .blockwise import auto_algorithm, launch, persist, run_blocking, tried
 from .execution import Call
 from .persistent import PersistentRequest
 from .request import Request
 
-__all__ = ["bcast", "ibcast", "bcast_init", "reduce", "ireduce", "reduce_init", "TREE_FROM"]
+__all__ = ["bcast", "ibcast", "bcast_init", "reduce", "ireduce", "reduce_init"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
-
-TREE_FROM = 64 << 10
-"""``auto``'s choice where MPI's own cannot run the call as mpicoll does (device buffers
-staged through the host; Open MPI's saturating 8- and 16-bit integer sums): ``binomial``'s
-whole messages below this many bytes, the pipelined ``tree`` from here on."""
-
 
 def bcast(buf: Array, root: int = 0, *, algorithm: str = "auto",
           comm: MPI.Intracomm | None = None, codec: None = None) -> Array:
@@ -50,7 +45,7 @@ def bcast(buf: Array, root: int = 0, *, algorithm: str = "auto",
             same size and dtype on every rank; writeable except at the root.
         root: the rank whose ``buf`` is sent, the same on every rank.
         algorithm: one of ``algorithms("bcast")``; "auto": MPI's own where it can take the
-            buffer, else :data:`TREE_FROM` decides.
+            buffer, else :data:`~mpicoll.blockwise.TREE_FROM` decides.
         codec: not built for bcast (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
@@ -92,7 +87,7 @@ def reduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum", r
             one, commutative or not ("avg" is not built).
         root: the rank that gets the result, the same on every rank.
         algorithm: one of ``algorithms("reduce")``; "auto": MPI's own where it can take the
-            call, else :data:`TREE_FROM` decides.
+            call, else :data:`~mpicoll.blockwise.TREE_FROM` decides.
         codec: not built for reduce (a codec raises ValueError).
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
@@ -206,9 +201,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     path = transport.choose(send)
     ctx = context.of(comm_)
     if algorithm == registry.AUTO:
-        mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
-        algorithm = kept(which, send.dtype, op_, path, ctx, send.size) or (
-            "native" if mpi_can else "binomial" if send.nbytes < TREE_FROM else "tree")
+        algorithm = auto_algorithm(which, send, path, op_, ctx, send.size)
     chosen = registry.get(algorithm, name)
     if chosen.mpi and path.name == "staged":
         raise ValueError(f"{chosen.name} needs host arrays or a CUDA-aware MPI: this MPI cannot "

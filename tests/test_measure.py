@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll import bench
+from mpicoll import bench, blockwise, collective
 from mpicoll.algorithm import names, select
 
 LIBRARY = MPI.get_vendor()[0]  # "MPICH" or "Open MPI": the library the ranks load too
@@ -97,14 +97,15 @@ def test_info_names_library_layout_and_choices(mpirun):
             assert set(tried) == {"native", "native-blocking"}, (size, tried)
         assert len(tried) <= 2 + select.SHORTLIST[0], (size, tried)
         assert tried[picked] == min(tried.values()), (size, picked, tried)
-    for which in ("allgather", "reduce_scatter"):  # the larger buffer: 4 blocks
+    for which in ("allgather", "reduce_scatter", "bcast", "reduce"):  # (the larger buffer)
         blocks = auto_rows(out, f"{which}:")
         assert list(blocks) == list(rows), which
         candidates = set(names(collective=which))
+        own_up_to = blockwise.own_up_to(collective.get(which))
         for size, (picked, tried) in blocks.items():
             larger = 4 * 4 * max(1, bench.parse_size(size) // 16)  # bytes: 4 blocks of float32
-            own = {"native", "native-blocking"}  # MPI's own two calls, up to OWN_UP_TO alone
-            assert set(tried) == (own if larger <= select.OWN_UP_TO else candidates) \
+            own = {"native", "native-blocking"}  # MPI's own two calls, up to own_up_to alone
+            assert set(tried) == (own if larger <= own_up_to else candidates) \
                 and tried[picked] == min(tried.values()), (which, size, picked, tried)
 
 
