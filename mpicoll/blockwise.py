@@ -9,7 +9,8 @@ fingerprint check (which names the collective, so ranks that call different coll
 form, with equal blocks or uneven ``counts`` (``MPI_Allgatherv``, ``MPI_Reduce_scatter``) and
 in place as MPI does it. ``auto`` measures, as allreduce's does: a communicator's first
 blocking calls of each size class try MPI's own two calls (and above 8 KiB every algorithm
-that plans the collective) in turn, and keep the fastest (:func:`_trial`); until then, a rule
+that plans the collective) in turn, and keep the fastest (:func:`_trial`), guarded as
+allreduce's choice is (:class:`mpicoll.trials.Watch`); until then, a rule
 (:data:`RING_FROM`). Codecs and averages come next and are refused clearly
 until then.
 A blocking call on the same arrays as an earlier one (a loop's) takes a fast path
@@ -195,10 +196,12 @@ def tried(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, com
         if key[0] <= own_up_to(which):  # all its trials now, on scratch arrays
             _sampled(ctx, key, shortlist, sendbuf, recvbuf, call)
             return False, None
-        name, _ = ctx.trials.next(key, shortlist)
+        name, _ = ctx.trials.next(key, shortlist)  # (a check of a kept choice: that choice)
         began = time.perf_counter()  # (a call as after the choice: the fast path from the 2nd)
         result = call(sendbuf, recvbuf, name)
-        ctx.trials.ran(key, shortlist, name, time.perf_counter() - began, guard=False)
+        if ctx.trials.ran(key, shortlist, name, time.perf_counter() - began) \
+                and key not in ctx.trials.kept:  # (a check sent it back to its trials)
+            ctx.forget_lowered(registry.AUTO)  # the calls lowered for the old choice
         return True, result
     except MPI.Exception as error:
         failed = fault.failure(error, ctx.comm)
@@ -241,8 +244,13 @@ def run_blocking(chosen: Any, call: Call, result: Any, kind: tuple, number: int,
     ctx = cast(context.Context, call.ctx)
     plan = None if chosen.plan is None else \
         ctx.cached_plan(chosen, call.send.size, call.options, None, False, False)
+    watch = None
+    if args[4] == registry.AUTO:  # (its guard counts the lowered call's calls)
+        key = _key(collective.get(args[0]), call.send.dtype, call.op, call.path, ctx,
+                   max(call.send.size, call.recv.size))
+        watch = None if key is None else ctx.trials.watches.get(key[0])
     made = fastpath.LoweredBlocks.make(args, call.send, call.recv, ctx, call.op, chosen, kind,
-                                       bits, call.options, plan)
+                                       bits, call.options, plan, watch)
     result = request.wait()
     if made is not None:
         ctx.keep_lowered(made, fastpath.KEPT)
@@ -438,12 +446,14 @@ def _elements(which: collective.Collective, given: Any, sendbuf: Any, counts: An
 
 
 def _trial(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, comm: Any,
-           counts: Any) -> tuple[context.Context, tuple, tuple[str, ...]] | None:
-    """A blocking ``auto`` call that is one of its trials (its context, key and shortlist),
-    else None: each trial runs the next candidate, timed, and after the last the ranks keep
-    the fastest for the size class (:class:`mpicoll.trials.Trials`, as allreduce's ``auto``;
-    never re-tried: no guard). Every rank makes the same calls, so each reaches the same
-    trial at the same call."""
+           counts: Any, counted: bool = True
+           ) -> tuple[context.Context, tuple, tuple[str, ...]] | None:
+    """A blocking ``auto`` call that is one of its trials, or a timed check of the kept choice
+    (:class:`mpicoll.trials.Watch`, as allreduce's): its context, key and shortlist; else None.
+    Each trial runs the next candidate, timed, and after the last the ranks keep the fastest
+    for the size class (:class:`mpicoll.trials.Trials`). Every rank makes the same calls, so
+    each reaches the same trial, and the same check, at the same call. ``counted``: the call
+    is about to run (its size class's guard counts it)."""
     given = recvbuf if sendbuf is MPI.IN_PLACE or sendbuf is recvbuf else sendbuf
     if given is None or type(given) is not np.ndarray:
         return None  # (bad input, or device arrays: the full path says or decides)
@@ -451,7 +461,8 @@ def _trial(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, co
     ctx = context.of(comm_)
     key = _key(which, given.dtype, ops.resolve("sum" if op is None else op, which.rooted),
                transport.choose(given), ctx, _elements(which, given, sendbuf, counts, ctx.size))
-    if key is None or key[0] in ctx.trials.kept:
+    if key is None or key[0] in ctx.trials.kept and not (counted
+                                                        and ctx.trials.counted(key[0])):
         return None
     return ctx, *key
 
@@ -460,7 +471,7 @@ def trials_left(which: str, sendbuf: Array, recvbuf: Array | None = None, *, op:
                 comm: MPI.Intracomm | None = None, counts: Sequence[int] | None = None) -> int:
     """How many more blocking ``auto`` calls of collective ``which`` like this one are trials
     (a benchmark of the steady state warms up through them). The same on every rank."""
-    trial = _trial(collective.get(which), sendbuf, recvbuf, op, comm, counts)
+    trial = _trial(collective.get(which), sendbuf, recvbuf, op, comm, counts, counted=False)
     return 0 if trial is None else trial[0].trials.left(*trial[1:])
 
 

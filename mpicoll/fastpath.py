@@ -447,16 +447,16 @@ class LoweredBlocks:
 
     __slots__ = ("key", "comm", "algorithm_arg", "which", "send_arg", "recv_arg", "op_arg",
                  "counts_arg", "counts", "root", "result", "dtype", "ctx", "op", "kind",
-                 "kind_bits", "tags", "post", "blocks", "bound", "schedule")
+                 "kind_bits", "tags", "post", "blocks", "bound", "schedule", "watch")
 
     def __init__(self, args: tuple, send: np.ndarray, recv: np.ndarray, ctx: Context, op: Op,
                  algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
-                 plan: CachedPlan | None):
+                 plan: CachedPlan | None, watch: Watch | None = None):
         (self.which, self.send_arg, self.recv_arg, self.op_arg, self.algorithm_arg, self.comm,
          self.counts_arg) = args
         self.key = (self.which, id(self.send_arg), id(self.recv_arg), self.op_arg,
                     self.algorithm_arg, self.comm, kind)
-        self.counts, self.root = options.counts, options.root
+        self.counts, self.root, self.watch = options.counts, options.root, watch
         self.result = OFF_ROOT if _off_root(options, ctx) else None
         self.dtype, self.ctx, self.op, self.kind, self.kind_bits = recv.dtype, ctx, op, kind, \
             kind_bits
@@ -484,10 +484,12 @@ class LoweredBlocks:
 
     @staticmethod
     def make(args: tuple, send: Any, recv: Any, ctx: Context, op: Op, algorithm: Algorithm,
-             kind: tuple, kind_bits: int, options: Options, plan: CachedPlan | None
-             ) -> LoweredBlocks | None:
+             kind: tuple, kind_bits: int, options: Options, plan: CachedPlan | None,
+             watch: Watch | None = None) -> LoweredBlocks | None:
         """A lowered call for later calls with these arguments, or None where each call must
-        take the full path (the arrays it allocated, device memory, records, checks)."""
+        take the full path (the arrays it allocated, device memory, records, checks).
+        ``watch``: ``auto``'s guard of the choice it runs; it counts the calls, and the full
+        path times its checks."""
         if args[2] is None and not _off_root(options, ctx) or type(recv) is not np.ndarray \
                 or type(send) is not np.ndarray \
                 or check.every_call or timing.active() is not None or watchdog.running() \
@@ -495,7 +497,7 @@ class LoweredBlocks:
                 or (plan is not None and plan.schedule.node_count):
             return None
         return LoweredBlocks(args, send, recv, ctx, op, algorithm, kind, kind_bits, options,
-                             plan)
+                             plan, watch)
 
     def run(self, *args: Any) -> None:
         """Not an allreduce: none fits."""
@@ -526,8 +528,10 @@ class LoweredBlocks:
                 or (recvbuf is not None and recvbuf.dtype is not self.dtype) \
                 or (sendbuf is not MPI.IN_PLACE and sendbuf.dtype is not self.dtype):
             return None
-        ctx = self.ctx
+        ctx, watch = self.ctx, self.watch
         if inflight.in_flight and inflight.concerns(ctx):  # the engine must drive them
+            return None
+        if watch is not None and watch.timing:  # a check of auto's choice: the full path's
             return None
         if ctx.busy:  # ctx.claim(), as LoweredCall.run inlines it
             ctx.claim()
@@ -557,4 +561,6 @@ class LoweredBlocks:
             raise ctx.failed(error.during(f"collective #{number}: {say(self.kind)}")) from None
         finally:
             ctx.busy = False
+        if watch is not None:
+            watch.passed()
         return recvbuf if self.result is None else self.result

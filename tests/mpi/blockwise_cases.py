@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import MPI_OPS, WORLD, assert_agreed, data, digest
+from helpers import MPI_OPS, WORLD, assert_agreed, data, digest, environment
 from mpi4py import MPI
 
 import mpicoll
@@ -402,23 +402,25 @@ def test_auto_runs_ring_for_large_reduce_scatter():
 def test_auto_tries_its_candidates_and_keeps_the_fastest():
     """Blocking auto calls above 8 KiB try each candidate in turn (MPI's own among them),
     then keep what ran fastest on the slowest rank, the same on every rank, for that size
-    class; later calls (nonblocking ones too) run it. Every call gives MPI's bits."""
+    class; later calls (nonblocking ones too) run it. Every call gives MPI's bits.
+    (MPICOLL_AUTO=once: no guard, whose checks on oversubscribed cores may try a size again.)"""
     from mpicoll import context
     comm, p, problems = WORLD.Dup(), WORLD.Get_size(), []
     x, y = data(comm, 4096, "f4", "sum"), data(comm, 2048 * p, "i4", "sum")
     gathered, scattered = np.empty(4096 * p, "f4"), np.empty(2048, "i4")
-    for call in range(400):  # (allgather: 5 candidates, 4 rounds of 16 calls back to back)
-        mpicoll.allgather(x, gathered, comm=comm)
-        mpicoll.reduce_scatter(y, scattered, comm=comm)
-        if call % 100 == 0:
-            compare(comm, problems, f"allgather call {call}", gathered,
-                    reference(comm, "allgather", x))
-            compare(comm, problems, f"reduce_scatter call {call}", scattered,
-                    reference(comm, "reduce_scatter", y, "sum"))
-    kept = {key[1]: name for key, name in context.known(comm).trials.kept.items()}
-    ran = (mpicoll.iallgather(x, comm=comm), mpicoll.ireduce_scatter(y, comm=comm))
-    for request in ran:
-        request.wait()
+    with environment(MPICOLL_AUTO="once"):
+        for call in range(400):  # (allgather: 5 candidates, 4 rounds of 16 calls back to back)
+            mpicoll.allgather(x, gathered, comm=comm)
+            mpicoll.reduce_scatter(y, scattered, comm=comm)
+            if call % 100 == 0:
+                compare(comm, problems, f"allgather call {call}", gathered,
+                        reference(comm, "allgather", x))
+                compare(comm, problems, f"reduce_scatter call {call}", scattered,
+                        reference(comm, "reduce_scatter", y, "sum"))
+        kept = {key[1]: name for key, name in context.known(comm).trials.kept.items()}
+        ran = (mpicoll.iallgather(x, comm=comm), mpicoll.ireduce_scatter(y, comm=comm))
+        for request in ran:
+            request.wait()
     if p > 1 and (set(kept) != {"allgather", "reduce_scatter"} or kept["allgather"] not in GATHER
                   or kept["reduce_scatter"] not in SCATTER
                   or [r.algorithm for r in ran] != [kept["allgather"], kept["reduce_scatter"]]):
@@ -427,6 +429,64 @@ def test_auto_tries_its_candidates_and_keeps_the_fastest():
         problems.append(f"one rank tried {kept}")
     comm.Free()
     assert_agreed(WORLD, problems, np.frombuffer(repr(sorted(kept.items())).encode(), np.uint8))
+
+
+def test_auto_guard_tries_again_a_choice_that_slowed():
+    """auto's guard on the other collectives (allgather; reduce, from mpicoll.rooted), as on
+    allreduce (mpicoll.trials.Watch): a kept choice whose checks find it far slower than its
+    trial measured it (the trials' figures divided by 1000, as if the node got busy since) is
+    tried again at the same call on every rank, every result MPI's bits throughout; one that
+    runs as measured stays; after the new trials the period doubles."""
+    from mpicoll import context, trials
+    comm, p, problems = WORLD.Dup(), WORLD.Get_size(), []
+    x = data(comm, 1 << 15, "f4", "sum")  # 128 KiB: above select.OWN_UP_TO
+    gathered, reduced = np.empty(x.size * p, "f4"), np.empty(x.size, "f4")
+    reduce_ref = np.empty_like(x)
+    comm.Reduce(x, reduce_ref, op=MPI.SUM, root=0)
+    runs = {"allgather": (gathered, lambda: mpicoll.allgather(x, gathered, comm=comm),
+                          reference(comm, "allgather", x)),
+            "reduce": (reduced, lambda: mpicoll.reduce(x, reduced, comm=comm), reduce_ref)}
+    ctx = context.of(comm)
+    for which, (out, run, ref) in runs.items():
+        def calls(n):
+            for _ in range(n):
+                got = run()
+                if (which == "allgather" or comm.Get_rank() == 0) \
+                        and not np.array_equal(got, ref):
+                    problems.append(f"{which}: a result differs from MPI's")
+                    return
+
+        def left():
+            return blockwise.trials_left(which, x, out, comm=comm)
+
+        first = left()
+        calls(first)
+        key = next((k for k in ctx.trials.kept if k[1] == which), None)
+        if p == 1:
+            if first or key is not None:
+                problems.append(f"one rank tried {which}")
+            continue
+        measured = ctx.trials.measured[key]
+        for name in measured:  # (a busy moment in the checks must not send it back)
+            measured[name] *= 1000
+        calls(trials.CHECK_EVERY)  # the first check: as measured, kept
+        if ctx.trials.checks.get(key) != 1 or ctx.trials.again.get(key):
+            problems.append(f"{which} first check: {ctx.trials.checks} {ctx.trials.again}")
+        for name in measured:
+            measured[name] /= 1e6
+        calls(trials.CHECK_EVERY - 1)  # its last timed call still to come
+        if left():
+            problems.append(f"{which} tried again before the period ended")
+        calls(1)
+        if ctx.trials.again.get(key) != 1 or left() != first:
+            problems.append(f"{which} not tried again: {ctx.trials.again}, {left()} trials left")
+        calls(first)
+        watch = ctx.trials.watches.get(key)
+        if watch is None or watch.due != 2 * trials.CHECK_EVERY:  # the period doubles
+            problems.append(f"{which} after the new trials: {watch and (watch.name, watch.due)}")
+    kept = sorted(map(str, ctx.trials.kept.items()))
+    comm.Free()
+    assert_agreed(WORLD, problems, np.frombuffer(repr(kept).encode(), np.uint8))
 
 
 def test_timing_records_name_the_collective():
