@@ -29,7 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _env, collective, context, execution, fastpath, fault, inflight, ops, timing, \
-    transport
+    transport, tuning
 from ._array import Array, array_module, flat, writeable
 from ._mpi import threads_allow
 from .api import SAMPLE, _array, communicator
@@ -382,7 +382,8 @@ def _kept(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: 
 
 def auto_algorithm(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: context.Context,
           elements: int) -> str:
-    """What ``auto`` runs: the algorithm its trials kept for this size class, else the rule:
+    """What ``auto`` runs: the algorithm its trials kept for this size class, or what ``tune``
+    measured fastest on this layout (:func:`_measured`), else the rule:
     MPI's own where it can run the call as mpicoll does (not device memory staged for it, nor
     Open MPI's saturating small-integer sums), else ``ring`` (:data:`RING_FROM`) or, for the
     rooted collectives, ``binomial`` or ``tree`` (:data:`TREE_FROM`)."""
@@ -391,6 +392,9 @@ def auto_algorithm(which: collective.Collective, send: Any, path: Any, op: ops.O
         return chosen
     mpi_can = path.name != "staged" and (native.exact(send.dtype) or not which.reduces)
     nbytes = elements * send.dtype.itemsize
+    measured = _measured(which, nbytes, mpi_can, op.commutative, ctx)
+    if measured is not None:
+        return measured
     if which.rooted:
         return "native" if mpi_can else "binomial" if nbytes < TREE_FROM else "tree"
     large = nbytes >= RING_FROM.get(which.name, nbytes + 1)
@@ -413,8 +417,10 @@ def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: c
     nbytes = elements * dtype.itemsize
     if ctx.size == 1 or path.name != "host" or _env.settings().auto == "model":
         return None
-    shortlist = _shortlist(which, nbytes > own_up_to(which),
-                           native.exact(dtype) or not which.reduces, op.commutative,
+    mpi_can = native.exact(dtype) or not which.reduces
+    if _measured(which, nbytes, mpi_can, op.commutative, ctx) is not None:
+        return None  # (what tune measured on this layout decides)
+    shortlist = _shortlist(which, nbytes > own_up_to(which), mpi_can, op.commutative,
                            threads_allow(), registry.generation())
     if len(shortlist) < 2:
         return None
@@ -434,6 +440,18 @@ def _shortlist(which: collective.Collective, every: bool, mpi_can: bool, commuta
     return own + (tuple(a.name for a in registry.registered(which.name)
                         if not a.mpi and (commutative or not a.needs_commutative))
                   if every else ())
+
+
+def _measured(which: collective.Collective, nbytes: int, mpi_can: bool, commutative: bool,
+              ctx: context.Context) -> str | None:
+    """What ``tune`` measured fastest for ``which`` near ``nbytes`` on this layout (the
+    tuning file in force, ``MPICOLL_TUNING``), where it can run this call; else None."""
+    model = tuning.model_in_force()
+    if model.measured_on != (ctx.size, len(ctx.layout.nodes)):
+        return None
+    among = tuple(a.name for a in registry.registered(which.name)
+                  if (mpi_can or not a.mpi) and (commutative or not a.needs_commutative))
+    return model.measured_pick(nbytes, ctx.size, len(ctx.layout.nodes), among, which.name)
 
 
 def _elements(which: collective.Collective, given: Any, sendbuf: Any, counts: Any,

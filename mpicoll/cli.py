@@ -53,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                     "sweep for every algorithm that runs without a codec, fits each one's "
                     "overhead per round and its factor on the bytes, and writes the model to a "
                     "JSON file; MPICOLL_TUNING=FILE makes auto predict with it on any number of "
-                    "ranks and nodes.")
+                    "ranks and nodes. For each other collective measured, auto runs what "
+                    "was measured fastest per size on the layout measured.")
+    tune.add_argument("-C", "--collectives", default="all",
+                      help="comma-separated collectives to measure (default: every one); the "
+                           "fit is allreduce's, each other's fastest per size is kept")
     tune.add_argument("-m", "--sizes", default="8:64M", metavar="MIN:MAX")
     tune.add_argument("-f", "--factor", type=int, default=2)
     tune.add_argument("-i", "--iters", type=int, default=10)
@@ -158,17 +162,13 @@ def main(argv: list[str] | None = None) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from . import algorithm as algorithms
-    from . import bench, collective, context, tune
+    from . import bench, context, tune
 
     comm = MPI.COMM_WORLD
     nodes = len(context.of(comm).layout.nodes)
-    every = [c for c in collective.names() if algorithms.names(collective=c)]
-    chosen = every if args.collectives == "all" else \
-        [collective.get(c).name for c in args.collectives.split(",") if c]
+    chosen = _collectives(args.collectives)
     names = args.algorithms or ",".join(dict.fromkeys(  # (shm: one node)
-        [a for c in chosen for a in (tune.candidates(nodes) if c == "allreduce"
-                                     else algorithms.names(collective=c))] + ["auto"]))
+        [a for c in chosen for a in tune.candidates(nodes, c)] + ["auto"]))
     settings = bench.Settings(
         collectives=chosen,
         sizes=bench.size_range(args.sizes, args.factor),
@@ -195,6 +195,15 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _collectives(given: str) -> list[str]:
+    """The collectives ``-C`` names ("all": every one mpicoll runs)."""
+    from . import algorithm, collective
+
+    if given == "all":
+        return [c for c in collective.names() if algorithm.names(collective=c)]
+    return [collective.get(c).name for c in given.split(",") if c]
+
+
 def _tune(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
@@ -206,9 +215,11 @@ def _tune(args: argparse.Namespace) -> int:
     cache_bytes = tune.cache_size()
     # one rank measures the reduction: ranks sharing cores would slow each other's
     gamma = comm.bcast(tune.measure_gamma() if comm.Get_rank() == 0 else None, root=0)
+    chosen = _collectives(args.collectives)
     settings = bench.Settings(sizes=bench.size_range(args.sizes, args.factor),
-                              algorithms=list(tune.candidates(len(nodes))), iters=args.iters,
-                              warmup=args.warmup)
+                              algorithms=list(dict.fromkeys(
+                                  a for c in chosen for a in tune.candidates(len(nodes), c))),
+                              iters=args.iters, warmup=args.warmup, collectives=chosen)
     rows = bench.run(settings, comm, progress=not args.no_progress,
                      emit=lambda line: print(line, flush=True))
     if args.output:

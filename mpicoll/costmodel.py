@@ -82,7 +82,8 @@ class Model:
     beyond the cache, factor on those within it).
 
     ``measured`` holds what ``tune`` found fastest per size, (bytes, name), on the layout
-    ``measured_on`` (ranks, nodes): on that layout a measurement beats any prediction.
+    ``measured_on`` (ranks, nodes): on that layout a measurement beats any prediction;
+    ``measured_by`` the same for the other collectives, (collective, its pairs).
     ``nics``: how many links a node's cross-node messages share (ranks of one node behind one
     NIC queue for it); 0 gives each rank a link of its own. ``cache_bytes``: a node's
     last-level cache (0: unknown, every byte is beyond it). ``burst``: bytes a cross-node link
@@ -101,6 +102,7 @@ class Model:
     cache_bytes: int = 0
     burst: int = 0
     fresh: float = 0.0
+    measured_by: tuple[tuple[str, tuple[tuple[int, str], ...]], ...] = ()
 
     def __hash__(self) -> int:
         """Computed once (``auto`` looks its choices up by the model on every full-path call;
@@ -111,7 +113,8 @@ class Model:
             value = self.__dict__["_hash"] = hash((
                 tuple(sorted(self.alpha.items())), tuple(sorted(self.beta.items())), self.gamma,
                 tuple(sorted(self.algorithms.items())), self.source, self.measured,
-                self.measured_on, self.nics, self.cache_bytes, self.burst, self.fresh))
+                self.measured_on, self.nics, self.cache_bytes, self.burst, self.fresh,
+                self.measured_by))
             return value
 
     def in_cache(self, nbytes: int, ranks_on_node: int) -> float:
@@ -126,13 +129,16 @@ class Model:
         working_set = 3 * max(nbytes, 1) * ranks_on_node
         return min(1.0, max(0.0, 2.0 - working_set / self.cache_bytes))
 
-    def measured_pick(self, nbytes: int, ranks: int, nodes: int, among: tuple[str, ...]
-                      ) -> str | None:
-        """What ``tune`` measured fastest at the size nearest ``nbytes`` (within a factor of 2),
-        if this is the layout it measured and that algorithm may run; else None."""
-        if self.measured_on != (ranks, nodes) or not self.measured:
+    def measured_pick(self, nbytes: int, ranks: int, nodes: int, among: tuple[str, ...],
+                      collective: str = "allreduce") -> str | None:
+        """What ``tune`` measured fastest for ``collective`` at the size nearest ``nbytes``
+        (within a factor of 2), if this is the layout it measured and that algorithm may run;
+        else None."""
+        measured = self.measured if collective == "allreduce" else \
+            dict(self.measured_by).get(collective, ())
+        if self.measured_on != (ranks, nodes) or not measured:
             return None
-        size, name = min(self.measured, key=lambda m: abs(np.log2(m[0] / max(nbytes, 1))))
+        size, name = min(measured, key=lambda m: abs(np.log2(m[0] / max(nbytes, 1))))
         near = 0.5 <= size / max(nbytes, 1) <= 2
         return name if near and name in among else None
 

@@ -4,7 +4,7 @@ bench, fit each algorithm's overhead, save the model.
 ``python -m mpicoll tune --model tuning.json`` writes a file; ``MPICOLL_TUNING=tuning.json``
 makes ``auto`` predict with it on any number of ranks and nodes (the schedules say what
 travels where; :mod:`mpicoll.costmodel`), and follow what it measured fastest per size on the
-layout it measured. Without a file, :data:`costmodel.BUILTIN` applies.
+layout it measured, for allreduce and for every other collective it measured (``-C``). Without a file, :data:`costmodel.BUILTIN` applies.
 """
 
 from __future__ import annotations
@@ -93,7 +93,12 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
     own column). How much of the ``cache_bytes`` of last-level cache the working set really
     has (other tenants, MPI's own buffers) is fitted too: the share, down to 1/16, that
     explains the times best; and from ``native``'s times, what MPI's own allreduce pays for new
-    memory from :data:`~mpicoll.costmodel.ALWAYS_MAPPED` on (``Model.fresh``)."""
+    memory from :data:`~mpicoll.costmodel.ALWAYS_MAPPED` on (``Model.fresh``). Rows of other
+    collectives (``bench -C``) give what was measured fastest for each (``Model.measured_by``);
+    the fit is allreduce's."""
+    measured_by = _measured_by(rows)
+    if measured_by:
+        rows = rows[~np.isin(rows["collective"], [name.encode() for name, _ in measured_by])]
     times: dict[str, list[tuple[int, float]]] = {}
     for row in rows:
         name = row["algorithm"].decode()
@@ -108,7 +113,8 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
     best: tuple[float, Model] | None = None
     for share in (1, 2, 4, 8, 16) if cache_bytes else (1,):
         model = Model(alpha, beta, gamma, {}, source, _fastest_measured(rows),
-                      (ranks, len(nodes)), cache_bytes=cache_bytes // share)
+                      (ranks, len(nodes)), cache_bytes=cache_bytes // share,
+                      measured_by=measured_by)
         fitted: dict[str, tuple[float, float, float]] = {}
         for name in sorted(times, key=lambda name: name != "native"):  # native's fresh first
             points = times[name]
@@ -136,6 +142,16 @@ def fit(rows: np.ndarray, nodes: tuple[tuple[int, ...], ...], alpha: dict[str, f
              f"{'call' if mpi_own(name) else 'round'}, "
              f"bytes x{factor:.2f} (x{cached:.2f} in the cache)")
     return model
+
+
+def _measured_by(rows: np.ndarray) -> tuple[tuple[str, tuple[tuple[int, str], ...]], ...]:
+    """(collective, its fastest per size) for every collective other than allreduce in
+    ``rows``."""
+    if "collective" not in (rows.dtype.names or ()):
+        return ()
+    others = sorted(set(rows["collective"].tolist()) - {b"allreduce", b""})
+    return tuple((name.decode(), _fastest_measured(rows[rows["collective"] == name]))
+                 for name in others)
 
 
 def _fastest_measured(rows: np.ndarray) -> tuple[tuple[int, str], ...]:

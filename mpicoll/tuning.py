@@ -20,10 +20,10 @@ TUNING_ENV = _env.TUNING_ENV
 FORMAT = 2
 
 
-def candidates(nodes: int = 1) -> tuple[str, ...]:
-    """What tune measures and ``auto`` may pick: every algorithm that runs without a codec and
-    fits ``nodes`` nodes."""
-    return tuple(a.name for a in registry.registered()
+def candidates(nodes: int = 1, collective: str = "allreduce") -> tuple[str, ...]:
+    """What tune measures and ``auto`` may pick for ``collective``: every algorithm that runs
+    it without a codec and fits ``nodes`` nodes."""
+    return tuple(a.name for a in registry.registered(collective)
                  if a.plain and not (a.one_node and nodes > 1))
 
 
@@ -33,7 +33,10 @@ def save(path: str, model: Model, ranks: int, nodes: int, library: str) -> None:
                    "mpi_library": library, "alpha": model.alpha, "beta": model.beta,
                    "gamma": model.gamma, "cache_bytes": model.cache_bytes, "fresh": model.fresh,
                    "algorithms": {k: list(v) for k, v in model.algorithms.items()},
-                   "fastest_measured": [list(m) for m in model.measured]}, f, indent=1)
+                   "fastest_measured": [list(m) for m in model.measured],
+                   "fastest_measured_by_collective": {
+                       name: [list(m) for m in measured] for name, measured in model.measured_by}},
+                  f, indent=1)
 
 
 def _figures(values: list) -> tuple[float, float, float]:
@@ -73,7 +76,11 @@ def _load(path: str, stamp: int | None) -> Model:
                       tuple((int(size), str(name)) for size, name in data.get("fastest_measured", ())),
                       (int(data["ranks"]), int(data["nodes"])),
                       cache_bytes=int(data.get("cache_bytes", 0)),
-                      fresh=float(data.get("fresh", 0.0)))  # (0: a file from before the term)
+                      fresh=float(data.get("fresh", 0.0)),  # (0: a file from before the term)
+                      measured_by=tuple(
+                          (str(name), tuple((int(size), str(pick)) for size, pick in measured))
+                          for name, measured in data.get("fastest_measured_by_collective",
+                                                         {}).items()))
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{TUNING_ENV}={path!r} is not a tuning file: {error}") from None
     return model

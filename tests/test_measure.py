@@ -146,22 +146,40 @@ def test_sizes_parse_like_osu():
 
 def test_tune_fits_a_model_that_auto_follows(mpirun, tmp_path):
     path = tmp_path / "model.json"
-    out = mpirun(3, "-m", "mpicoll", "tune", "-m", "8:64K", "-f", "8", "-i", "3", "-x", "1",
+    out = mpirun(3, "-m", "mpicoll", "tune", "-m", "8:32K", "-f", "2", "-i", "3", "-x", "1",
                  "--no-progress", "--model", str(path))
     assert "# links: alpha local" in out and "us per round" in out
     data = json.loads(path.read_text())
     assert (data["ranks"], data["nodes"]) == (3, 1)
     assert {name.encode() for name in data["algorithms"]} == PLAIN
     assert all(len(figures) == 3 and min(figures) >= 0 for figures in data["algorithms"].values())
-    assert [size for size, _ in data["fastest_measured"]] == [8, 64, 512, 4096, 32768]
+    every = bench.size_range("8:32K")
+    assert [size for size, _ in data["fastest_measured"]] == every
+    others = data["fastest_measured_by_collective"]  # (every collective: -C all)
+    assert sorted(others) == ["allgather", "bcast", "reduce", "reduce_scatter"]
+    for which, measured in others.items():
+        sizes = [size for size, _ in measured]  # (bench's size: a multiple of the blocks)
+        assert all(any(want / 2 <= size <= 2 * want for size in sizes) for want in every) \
+            and all(any(want / 2 <= size <= 2 * want for want in every) for size in sizes), \
+            (which, sizes)
+        assert all(name in names(collective=which) for _, name in measured), which
     # hand-written: native costs a second a call, and the tree was measured fastest everywhere
+    # (bruck for allgather, rabenseifner for reduce_scatter)
     data["algorithms"]["native"] = [1.0, 1.0, 1.0]
     data["fastest_measured"] = [[size, "tree"] for size, _ in data["fastest_measured"]]
+    picks = {"allgather": "bruck", "reduce_scatter": "rabenseifner", "bcast": "tree",
+             "reduce": "tree"}
+    for which, measured in others.items():
+        others[which] = [[size, picks[which]] for size, _ in measured]
     path.write_text(json.dumps(data))
-    out = mpirun(3, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(path)})
+    out = mpirun(3, "-m", "mpicoll", "info", "-m", "8:32K", env={"MPICOLL_TUNING": str(path)})
     assert f"model: {path}" in out  # the layout it measured: its measurements decide
     assert all(picked == "tree" for picked, _ in auto_rows(out).values())
+    for which, pick in picks.items():  # and no trials
+        rows = auto_rows(out, f"{which}:")
+        assert len(rows) == 13 and all(row == (pick, {}) for row in rows.values()), (which, rows)
     out = mpirun(2, "-m", "mpicoll", "info", "-m", "8:64K", env={"MPICOLL_TUNING": str(path)})
+    assert auto_rows(out, "allgather:")["32KB"][1], "another layout: its trials"
     # Another layout: the predictions decide where nothing is tried (native, a second a call,
     # is never picked; MPI's blocking call, fitted apart, alone within the shortlist's factor
     # up to select.OWN_UP_TO), the trials elsewhere (MPI's own measured, whatever predicted).
