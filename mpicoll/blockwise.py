@@ -28,11 +28,11 @@ import numpy as np
 
 from mpi4py import MPI
 
-from . import _env, collective, context, execution, fastpath, fault, inflight, ops, timing, \
-    transport, tuning
+from . import _env, codecs, collective, context, execution, fastpath, fault, inflight, ops, \
+    timing, transport, tuning
 from ._array import Array, array_module, flat, writeable
 from ._mpi import threads_allow
-from .api import SAMPLE, _array, communicator
+from .api import SAMPLE, AnyCodec, CodecArg, _array, _params, communicator
 from .algorithm import Options, native, registry, select
 from .algorithm.native import NativeExecution
 from .execution import Call
@@ -62,7 +62,7 @@ TREE_FROM = 64 << 10
 
 
 def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
-              comm: MPI.Intracomm | None = None, codec: None = None,
+              comm: MPI.Intracomm | None = None, codec: CodecArg = None,
               counts: Sequence[int] | None = None) -> Array:
     """Every rank's ``sendbuf``, in rank order, in ``recvbuf`` on every rank (``MPI_Allgather``;
     with ``counts``, ``MPI_Allgatherv``).
@@ -80,7 +80,10 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
         algorithm: one of ``algorithms("allgather")``; "auto" runs what its trials measured
             fastest for the size class, else MPI's own (``ring`` where the buffers are staged
             through the host: :data:`RING_FROM`).
-        codec: not built yet for allgather (a codec raises ValueError).
+        codec: compress what travels (float arrays; ``ring``, which ``auto`` then runs): a
+            dense codec's name or spec ("fp16", "int8", "int8+ef"), a codec from
+            ``codecs.get``, or ``codecs.ErrorFeedback(codec)``. Every rank's block arrives as
+            its owner's frame decodes, its own included: the same bits on every rank.
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
     if codec is None and recvbuf is not None:
@@ -92,7 +95,7 @@ def allgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = 
 
 
 def iallgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
-               comm: MPI.Intracomm | None = None, codec: None = None,
+               comm: MPI.Intracomm | None = None, codec: CodecArg = None,
                counts: Sequence[int] | None = None) -> Request:
     """Start the allgather ``allgather`` describes; its :class:`Request` completes in any order
     with other requests."""
@@ -100,7 +103,7 @@ def iallgather(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str =
 
 
 def allgather_init(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: str = "auto",
-                   comm: MPI.Intracomm | None = None, codec: None = None,
+                   comm: MPI.Intracomm | None = None, codec: CodecArg = None,
                    counts: Sequence[int] | None = None) -> PersistentRequest:
     """A persistent allgather of these buffers: ``start()``, then ``wait()``, as often as wanted
     (collective: every rank makes it, and later starts it, in the same order)."""
@@ -110,7 +113,7 @@ def allgather_init(sendbuf: Array, recvbuf: Array | None = None, *, algorithm: s
 
 def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                    algorithm: str = "auto", comm: MPI.Intracomm | None = None,
-                   codec: None = None, counts: Sequence[int] | None = None) -> Array:
+                   codec: CodecArg = None, counts: Sequence[int] | None = None) -> Array:
     """Rank i gets the reduction over all ranks of block i of their ``sendbuf``
     (``MPI_Reduce_scatter_block``; with ``counts``, ``MPI_Reduce_scatter``).
 
@@ -127,7 +130,9 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
         algorithm: one of ``algorithms("reduce_scatter")``; "auto" runs what its trials
             measured fastest for the size class, else ``ring`` from 16 MiB of ``sendbuf`` on
             and MPI's own below (:data:`RING_FROM`).
-        codec: not built yet for reduce_scatter (a codec raises ValueError).
+        codec: compress what travels (float sums; ``ring``, which ``auto`` then runs), as
+            ``allgather``'s: each hop decodes, adds in the array's own precision and encodes
+            again; with ``codecs.ErrorFeedback`` each rank owes what its frames lost.
         comm: any intra-communicator; ``MPI.COMM_WORLD`` when None.
     """
     if codec is None and recvbuf is not None:
@@ -140,7 +145,7 @@ def reduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = 
 
 def ireduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                     algorithm: str = "auto", comm: MPI.Intracomm | None = None,
-                    codec: None = None, counts: Sequence[int] | None = None) -> Request:
+                    codec: CodecArg = None, counts: Sequence[int] | None = None) -> Request:
     """Start the reduce_scatter ``reduce_scatter`` describes; its :class:`Request` completes in
     any order with other requests."""
     return _start(collective.REDUCE_SCATTER, sendbuf, recvbuf, op, algorithm, comm, codec,
@@ -149,7 +154,7 @@ def ireduce_scatter(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg =
 
 def reduce_scatter_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum",
                         algorithm: str = "auto", comm: MPI.Intracomm | None = None,
-                        codec: None = None, counts: Sequence[int] | None = None
+                        codec: CodecArg = None, counts: Sequence[int] | None = None
                         ) -> PersistentRequest:
     """A persistent reduce_scatter of these buffers: ``start()``, then ``wait()``, as often as
     wanted (collective: every rank makes it, and later starts it, in the same order)."""
@@ -241,6 +246,8 @@ def run_blocking(chosen: Any, call: Call, result: Any, kind: tuple, number: int,
     the arguments ``args`` (what the fast path compares: the collective's name, sendbuf,
     recvbuf, op, algorithm, comm, counts), where they can take it."""
     request = launch(chosen, call, result, kind, number)
+    if call.codec is not None:  # (compressed: every call on the full path)
+        return request.wait()
     ctx = cast(context.Context, call.ctx)
     plan = None if chosen.plan is None else \
         ctx.cached_plan(chosen, call.send.size, call.options, None, False, False)
@@ -260,8 +267,8 @@ def run_blocking(chosen: Any, call: Call, result: Any, kind: tuple, number: int,
 def launch(chosen: Any, call: Call, result: Any, kind: tuple, number: int) -> Request:
     """Start a prepared call of ``chosen`` (its fingerprint check completed first on every
     rank) and put its request in flight; ``result`` is what its wait returns."""
-    request = Request(result, chosen.name, "", call.path.name, call.record, kind, number,
-                      call.ctx)
+    request = Request(result, chosen.name, codecs.spec(call.feedback or call.codec),
+                      call.path.name, call.record, kind, number, call.ctx)
     cast(context.Context, call.ctx).hold(call.tags, request)  # (earlier users of its tags: done)
     try:
         request.run(execution.start(chosen, call))
@@ -282,7 +289,8 @@ def persist(chosen: Any, call: Call, result: Any, kind: tuple, number: int
     bound = NativeExecution.persistent(call.send, call.recv, False, call.op, ctx.comm, ctx.spins,
                                        options.collective, options.counts, options.root) \
         if chosen.mpi else None  # (else: run anew)
-    return PersistentRequest(result, chosen.name, "", call.path.name, kind, number, ctx, bound,
+    return PersistentRequest(result, chosen.name, codecs.spec(call.feedback or call.codec),
+                             call.path.name, kind, number, ctx, bound,
                              lambda: execution.start(chosen, call), call.tags)
 
 
@@ -299,8 +307,6 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     """Validate every argument locally (before anything is sent: every rank raises alike),
     then number the call and start its fingerprint check: the algorithm, the call, the result
     array, the call's kind, number and tag hash."""
-    if codec is not None:
-        raise ValueError(f"codecs on {which.name} are not built yet: codec must be None")
     in_place = sendbuf is MPI.IN_PLACE or (sendbuf is recvbuf and sendbuf is not None)
     if in_place and recvbuf is None:
         raise ValueError(f"{which.name} in place: recvbuf holds the data, it cannot be None")
@@ -316,6 +322,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         if op_.average:
             raise ValueError(f"op 'avg' on {which.name} is not built yet: reduce with 'sum' "
                              "and divide by the communicator's size")
+    codec_ = _codec(which, codec, data.dtype, op_)
     comm_ = communicator(comm)
     p, me = comm_.Get_size(), comm_.Get_rank()
     sizes = _blocks(which, counts, p, data.size, in_place)
@@ -348,28 +355,60 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
     path = transport.choose(send)
     ctx = context.of(comm_)
+    compressing = [a.name for a in registry.registered(which.name) if "dense" in a.compresses]
     if algorithm == registry.AUTO:
-        algorithm = auto_algorithm(which, send, path, op_, ctx, max(sum(sizes), recv.size))
+        algorithm = compressing[0] if codec_ is not None else \
+            auto_algorithm(which, send, path, op_, ctx, max(sum(sizes), recv.size))
     chosen = registry.get(algorithm, which.name)
+    if codec_ is not None and chosen.name not in compressing:
+        raise ValueError(f"{chosen.name} does not compress {which.name}: use "
+                         f"{', '.join(compressing + [registry.AUTO])}")
     if chosen.mpi and path.name == "staged":
         raise ValueError(f"{chosen.name} needs host arrays or a CUDA-aware MPI: this MPI cannot "
                          "take device memory (use ring, which stages through the host)")
     if chosen.needs_commutative and not op_.commutative:
         raise ValueError(f"{chosen.name} reorders operands: op {op_.name!r} is not commutative")
     n = sizes[me] if counts is None else sizes  # the fingerprint's count: every rank's if uneven
-    kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name, "", which.name)
+    inner, feedback = (codec_.codec, codec_) if isinstance(codec_, codecs.ErrorFeedback) \
+        else (codec_, None)
+    spec = codecs.spec(codec_)
+    kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name,
+            spec if inner is None else f"{spec}({_params(inner)})", which.name)
     number, bits, checking = ctx.begin_checked(kind, blocks=blocking and chosen.blocks)
     recorder = timing.active()
     record = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
-        codec="", dtype=send.dtype.name, count=sizes[me],
+        codec=spec, dtype=send.dtype.name, count=sizes[me],
         nbytes=max(send.size, recv.size) * send.dtype.itemsize, transport=path.name,
         collective=which.name)
     options = Options(_env.settings().segment_bytes, send.dtype.str, which.name,
                       None if counts is None else sizes)
-    call = Call(ctx, send, flat(recv), op_, options, None, None, record, path,
+    call = Call(ctx, send, flat(recv), op_, options, inner, feedback, record, path,
                 ctx.next_tags(chosen.tags, bits), checking, blocking, which.name)
     return chosen, call, recv, kind, number, bits
+
+
+def _codec(which: collective.Collective, codec: Any, dtype: np.dtype, op: ops.Op
+           ) -> AnyCodec | None:
+    """The dense codec (or error feedback around one) a call of ``which`` compresses with,
+    checked; None without one (``MPICOLL_CODEC`` is allreduce's)."""
+    if isinstance(codec, str):
+        codec = codecs.parse(codec)
+    if codec is None:
+        return None
+    if not isinstance(codec, (codecs.Codec, codecs.ErrorFeedback)):
+        raise TypeError(f"codec must be a name, a codec or an ErrorFeedback, not "
+                        f"{type(codec).__name__}")
+    if dtype not in (np.float16, np.float32, np.float64):
+        raise TypeError(f"codecs compress float16/32/64 arrays, not {dtype}: {which.name} of "
+                        "other dtypes moves them exactly")
+    if which.reduces and op.name != "sum":
+        raise ValueError(f"codecs compress sums, not {op.name!r}")
+    if not codec.dense:
+        raise ValueError(f"{which.name} compresses with dense codecs only ("
+                         f"{', '.join(n for n in codecs.available() if codecs.get(n).dense)}): "
+                         f"{codec.name} is sparse, allreduce's")
+    return codec
 
 
 def _kept(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: context.Context,

@@ -34,12 +34,13 @@ class ScheduleError(AssertionError):
 
 
 def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplace: bool = False,
-             codec: Codec | None = None,
-             residuals: list[np.ndarray] | None = None) -> list[np.ndarray]:
+             codec: Codec | None = None, residuals: list[np.ndarray] | None = None,
+             recv_sizes: list[int] | None = None) -> list[np.ndarray]:
     """Each rank's result. Sends are buffered when posted, as an eager MPI would.
 
     ``codec`` runs compressed schedules; ``residuals`` (one per rank, updated in place) are
-    their error-feedback state.
+    their error-feedback state; ``recv_sizes``: each rank's result's elements where they are
+    not its input's (allgather, reduce_scatter).
     """
     size = len(schedules)
     bufs: list[Buffers] = []
@@ -51,7 +52,8 @@ def simulate(schedules: list[Schedule], inputs: list[np.ndarray], op: Op, inplac
             windows[s.node] = np.full(count, 55, x.dtype)
     for r, (s, x) in enumerate(zip(schedules, inputs)):
         send = x.copy()
-        recv = send if inplace else np.full_like(send, 99)  # garbage that must be overwritten
+        recv = send if inplace else np.full(  # garbage that must be overwritten
+            send.size if recv_sizes is None else recv_sizes[r], 99, send.dtype)
         results.append(recv)
         bufs.append(Buffers(send, recv, np.full(s.tmp_count, 77, x.dtype),
                             np.full(s.wire_nbytes, 0xEE, np.uint8),

@@ -120,22 +120,26 @@ class Algorithm:
                              "expected 'dense' and/or 'sparse'")
 
 
-def prologue(b: Builder, size: int, count: int, feedback: bool, average: bool) -> BufferName:
-    """Prepare this rank's contribution in ``recv`` when it is not ``send`` as given; return
-    where it now is.
+def prologue(b: Builder, size: int, count: int, feedback: bool, average: bool,
+             into: BufferName = "recv") -> BufferName:
+    """Prepare this rank's contribution in ``into`` (``recv``; ``tmp`` where ``recv`` is
+    smaller than the input, a reduce_scatter's) when it is not ``send`` as given; return where
+    it now is.
 
     An average divides by p first; error feedback then adds what earlier calls still owe (in the
     units that travel, so divided ones for an average) and starts owing anew.
     """
     src: BufferName = "send"
     everything = (0, count)
+    if into == "tmp" and (average or feedback):
+        b.tmp(count)
     if average:
-        b.round(local=[Scale(Region("recv", *everything), Region("send", *everything), 1 / size)])
-        src = "recv"
+        b.round(local=[Scale(Region(into, *everything), Region("send", *everything), 1 / size)])
+        src = into
     if feedback:
-        b.round(local=[Reduce(Region("recv", *everything), Region(src, *everything),
+        b.round(local=[Reduce(Region(into, *everything), Region(src, *everything),
                               Region("residual", *everything)), Zero(Region("residual", *everything))])
-        src = "recv"
+        src = into
     return src
 
 
@@ -161,7 +165,8 @@ def build_schedule(algorithm: Algorithm, layout: Layout, count: int, options: Op
     if frames is not None and "dense" not in algorithm.compresses:
         raise ValueError(f"{algorithm.name} does not compress with dense codecs")
     b = Builder()
-    src = prologue(b, layout.size, count, feedback, average)
+    smaller = options.collective == collective.REDUCE_SCATTER.name and layout.size > 1
+    src = prologue(b, layout.size, count, feedback, average, "tmp" if smaller else "recv")
     if layout.size == 1:
         if src == "send" and options.collective != "bcast":
             b.round(local=[Copy(Region("recv", 0, count), Region("send", 0, count))])

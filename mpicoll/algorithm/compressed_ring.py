@@ -8,6 +8,12 @@ ends with the same bits. Wire volume per rank: 2(p-1)/p of the encoded size.
 
 Every frame slot is sized exactly (dense frames have a size known from the element count), and
 each chunk keeps its own slot, so a slot is never received into while it is being sent.
+
+The two halves are also the collectives ``reduce_scatter`` and ``allgather`` on their own, with
+rank i's block as chunk i (:func:`reduce_scatter_blocks`, :func:`allgather_blocks`: ZeRO++'s
+quantized gradients and weights). A reduce_scatter keeps its partial sums in ``tmp`` at their
+blocks' own positions, so error feedback owes each loss where the input was; an allgather's
+owner decodes its own frame into its block, so every rank holds the same bits.
 """
 
 from __future__ import annotations
@@ -62,3 +68,43 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
     slots = _slots(b, chunks, frames)
     reduce_scatter(b, group, me, chunks, slots, src)
     allgather(b, group, me, chunks, slots)
+
+
+def reduce_scatter_blocks(b: Builder, group: list[int], me: int, blocks: list[tuple[int, int]],
+                          src: BufferName, frames: Frames) -> None:
+    """The collective ``reduce_scatter``, compressed: member ``me`` ends with block ``me`` of
+    ``src`` reduced over the group in ``recv[0:len]``; ``blocks`` in ``src``'s elements."""
+    p, count = len(group), blocks[-1][1]
+    right, left = group[(me + 1) % p], group[(me - 1) % p]
+    b.tmp(count + max(hi - lo for lo, hi in blocks))  # partial sums in place, then a frame decoded
+    slots = _slots(b, blocks, frames)
+    with b.phase("reduce-scatter"):
+        first = (me - 1) % p
+        b.round(local=[Encode(slots[first], Region(src, *blocks[first]))])
+        for step in range(p - 1):
+            out, into = (me - step - 1) % p, (me - step - 2) % p
+            lo, hi = blocks[into]
+            scratch = Region("tmp", count, count + hi - lo)
+            last = step == p - 2  # (into is me)
+            total = Region("recv", 0, hi - lo) if last else Region("tmp", lo, hi)
+            local: list[Local] = [Decode(scratch, slots[into]),
+                                  Reduce(total, Region(src, lo, hi), scratch)]
+            if not last:
+                local.append(Encode(slots[into], total))  # what the next hop sends on
+            b.round([Recv(left, slots[into]), Send(right, slots[out])], local)
+
+
+def allgather_blocks(b: Builder, group: list[int], me: int, blocks: list[tuple[int, int]],
+                     own: Region, frames: Frames) -> None:
+    """The collective ``allgather``, compressed: ``own`` (this member's block) encoded once,
+    decoded back into ``recv`` at block ``me``, and every frame passed around the ring and
+    decoded at its block; ``blocks`` in ``recv``'s elements."""
+    p = len(group)
+    right, left = group[(me + 1) % p], group[(me - 1) % p]
+    slots = _slots(b, blocks, frames)
+    with b.phase("allgather"):
+        b.round(local=[Encode(slots[me], own), Decode(Region("recv", *blocks[me]), slots[me])])
+        for step in range(p - 1):
+            out, into = (me - step) % p, (me - step - 1) % p
+            b.round([Recv(left, slots[into]), Send(right, slots[out])],
+                    [Decode(Region("recv", *blocks[into]), slots[into])])

@@ -164,6 +164,12 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
     # count: this rank's block (allgather) or every block (reduce_scatter); block i is rank i's
     sizes = options.counts or (count if options.collective == "allgather" else count // p,) * p
     blocks = list(zip(itertools.accumulate(sizes, initial=0), itertools.accumulate(sizes)))
+    if frames is not None:  # a dense codec's frames travel
+        if options.collective == "allgather":
+            compressed_ring.allgather_blocks(b, group, me, blocks, Region(src, 0, count), frames)
+        else:
+            compressed_ring.reduce_scatter_blocks(b, group, me, blocks, src, frames)
+        return
     if options.collective == "allgather":
         with b.phase("allgather"):
             b.round(local=[Copy(Region("recv", *blocks[me]), Region(src, 0, count))])

@@ -315,8 +315,16 @@ BAD = [
         s, r, counts=[2] * p), np.ones(2), np.empty(2 * p + 1)), ValueError),
     ("counts not integers", lambda p: (lambda s, r: mpicoll.allgather(
         s, r, counts=[2.0] * p), np.ones(2), None), TypeError),
-    ("a codec", lambda p: (lambda s, r: mpicoll.allgather(s, r, codec="fp16"), np.ones(4), None),
-     ValueError),
+    ("a codec on integers", lambda p: (lambda s, r: mpicoll.allgather(s, r, codec="fp16"),
+                                       np.ones(4, "i4"), None), TypeError),
+    ("a codec on native", lambda p: (lambda s, r: mpicoll.reduce_scatter(
+        s, r, codec="int8", algorithm="native"), np.ones(p), None), ValueError),
+    ("a sparse codec", lambda p: (lambda s, r: mpicoll.reduce_scatter(s, r, codec="topk"),
+                                  np.ones(p), None), ValueError),
+    ("a codec on max", lambda p: (lambda s, r: mpicoll.reduce_scatter(
+        s, r, op="max", codec="fp16"), np.ones(p), None), ValueError),
+    ("not a codec", lambda p: (lambda s, r: mpicoll.allgather(s, r, codec=3), np.ones(4),
+                               None), TypeError),
     ("op avg", lambda p: (lambda s, r: mpicoll.reduce_scatter(s, r, op="avg"), np.ones(p), None),
      ValueError),
     ("unknown algorithm", lambda p: (lambda s, r: mpicoll.allgather(s, r, algorithm="tree"),
@@ -378,6 +386,94 @@ def test_ranks_that_disagree_raise_mismatch_everywhere():
     compare(comm, problems, "the call after", out, reference(comm, "allgather", x))
     comm.Free()
     assert_agreed(WORLD, problems, out)
+
+
+def compressed_reference(comm, which, x, codec, sizes, residuals):
+    """What ring's compressed collective gives, modelled apart from mpicoll's schedules on
+    every rank's input: a reduce_scatter's block c starts at rank c+1, and each hop decodes,
+    adds its own input (x + what it owed) and encodes again until rank c adds the last; an
+    allgather's block r is its owner's frame decoded. ``residuals``: every rank's owed values
+    (error feedback), updated as each rank's encodes lose them; None without feedback."""
+    p = comm.Get_size()
+    inputs = comm.allgather(x)
+    if residuals is not None:
+        inputs = [v + owed for v, owed in zip(inputs, residuals)]
+        for owed in residuals:
+            owed[...] = 0
+    if p == 1:
+        return inputs[0]
+
+    def sent(r, values, lo):  # one encode on rank r, as its frame decodes
+        decoded = codec.decode(codec.encode(values))
+        if residuals is not None:
+            residuals[r][lo:lo + values.size] += values - decoded
+        return decoded
+
+    blocks = [(sum(sizes[:r]), sum(sizes[:r + 1])) for r in range(p)]
+    if which == "allgather":
+        return np.concatenate([sent(r, inputs[r], 0) for r in range(p)])
+    results = []
+    for c, (lo, hi) in enumerate(blocks):  # (every block: every rank's encodes owe)
+        total = sent((c + 1) % p, inputs[(c + 1) % p][lo:hi], lo)
+        for k in range(2, p + 1):
+            r = (c + k) % p
+            total = inputs[r][lo:hi] + total
+            if r != c:
+                total = sent(r, total, lo)
+        results.append(total)
+    return results[comm.Get_rank()]
+
+
+@pytest.mark.parametrize("codec", ["fp16", "bf16", "int8", "int8+ef"])
+@pytest.mark.parametrize("which", ["allgather", "reduce_scatter"])
+def test_compressed_is_rings_model_in_every_form(which, codec):
+    """A dense codec on allgather and reduce_scatter (ring; auto runs it): the bits of a model
+    of the compressed ring (compressed_reference) in the blocking, nonblocking and persistent
+    forms, with even and uneven counts and in place; with ErrorFeedback, each call delivers what
+    the last one owed, and the residual is what this rank's frames lost."""
+    from mpicoll import codecs
+    comm, p, me, problems = WORLD, WORLD.Get_size(), WORLD.Get_rank(), []
+    ef = codec.endswith("+ef")
+    model = codecs.get(codec.removesuffix("+ef"))
+    rng = np.random.default_rng([p, me])
+    for sizes in ((300,) * p, tuple(int(n) for n in np.random.default_rng(p).integers(0, 9, p))):
+        total = sum(sizes)
+        n_in = sizes[me] if which == "allgather" else total
+        feedback = codecs.ErrorFeedback(model) if ef else None
+        owed = [np.zeros(sizes[r] if which == "allgather" else total, "f4") for r in range(p)] \
+            if ef else None
+        run = mpicoll.allgather if which == "allgather" else mpicoll.reduce_scatter
+        start = mpicoll.iallgather if which == "allgather" else mpicoll.ireduce_scatter
+        init = mpicoll.allgather_init if which == "allgather" else mpicoll.reduce_scatter_init
+        persistent_x = np.empty(n_in, "f4")
+        persistent_out = np.empty(total if which == "allgather" else sizes[me], "f4")
+        persistent = init(persistent_x, persistent_out, counts=sizes,
+                          codec=feedback if ef else codec)
+        for form in ("blocking", "nonblocking", "persistent", "persistent again", "in place"):
+            x = rng.standard_normal(n_in).astype("f4")
+            ref = compressed_reference(comm, which, x, model, sizes, owed)
+            spec = feedback if ef else codec
+            if form == "blocking":
+                got = run(x, counts=sizes, codec=spec)
+            elif form == "nonblocking":
+                got = start(x, counts=sizes, codec=spec).wait()
+            elif form.startswith("persistent"):
+                persistent_x[:] = x
+                persistent.start()
+                got = persistent.wait()
+            else:  # in place: the input in recvbuf (an allgather's at this rank's block)
+                buf = np.full(total, 7, "f4")
+                first = sum(sizes[:me])
+                if which == "allgather":
+                    buf[first:first + sizes[me]] = x
+                else:
+                    buf[:] = x
+                got = run(MPI.IN_PLACE, buf, counts=sizes, codec=spec)
+                got = got if which == "allgather" else got[:sizes[me]]
+            compare(comm, problems, f"{which} {codec} {sizes} {form}", got, ref)
+            if ef and not np.array_equal(feedback.residual, owed[me]):
+                problems.append(f"{which} {codec} {sizes} {form}: residual")
+    assert_agreed(WORLD, problems, np.zeros(1))
 
 
 def test_auto_runs_ring_for_large_reduce_scatter():
