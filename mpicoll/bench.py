@@ -73,11 +73,17 @@ class Settings:
 
     def methods_for(self, which: collective.Collective) -> list[tuple[str, str]]:
         """The methods that run ``which``: allreduce's :attr:`methods`; for another collective
-        each algorithm asked for that plans it, without a codec (none is built for them)."""
+        each algorithm asked for that plans it, without a codec and, for allgather and
+        reduce_scatter, with each dense codec asked for where it compresses them."""
         if which is collective.ALLREDUCE:
             return self.methods
-        runs = algorithms_.names(collective=which.name) + (registry.AUTO,)
-        return [(a, "") for a in dict.fromkeys(self.algorithms) if a in runs]
+        plain = algorithms_.names(collective=which.name) + (registry.AUTO,)
+        dense = algorithms_.names(collective=which.name, compresses="dense") + (registry.AUTO,)
+        specs = [("" if c == "none" else c) for c in (self.codecs or ["none"])]
+        compressed = not which.rooted
+        return [(a, c) for c in specs for a in dict.fromkeys(self.algorithms)
+                if (a in plain if not c else compressed and a in dense
+                    and select.codec_kind(codecs.parse(c)) == "dense")]
 
     def _pairs(self) -> list[tuple[str, str]]:
         """allreduce's (algorithm, codec) pairs (algorithms of other collectives only left out)."""
@@ -153,9 +159,14 @@ def run(settings: Settings, comm: MPI.Intracomm, *, progress: bool = True,
         if name not in known + (registry.AUTO,):
             raise ValueError(f"unknown algorithm {name!r} for {', '.join(settings.collectives)}; "
                              f"choose from {known + (registry.AUTO,)}")
-    codec_of = {method: codecs.parse(method[1]) for method in settings.methods}  # state: own each
-    for method, codec in codec_of.items():  # refuse what cannot run before measuring anything
-        api.check_codec(codec, dtype, op, method[0])
+    codec_of = {which: {method: codecs.parse(method[1]) for method in  # state: own each
+                        settings.methods_for(which)} for which in which_all}
+    for which, codec_by in codec_of.items():  # refuse what cannot run before measuring anything
+        for method, codec in codec_by.items():
+            if which is collective.ALLREDUCE:
+                api.check_codec(codec, dtype, op, method[0])
+            elif codec is not None:
+                blockwise.check_codec(which, codec, dtype, op)
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
     nodes = len(context.of(comm).layout.nodes)  # collective on first use: every rank, now
@@ -180,7 +191,8 @@ def run(settings: Settings, comm: MPI.Intracomm, *, progress: bool = True,
                     f"not run (op {op.name} is allreduce's only)" if which.reduces and averages
                     else "not run (no algorithm asked for runs it)"))
         for nbytes in settings.sizes if methods else ():
-            rows += _size(settings, which, methods, nbytes, codec_of, comm, nodes, op, show)
+            rows += _size(settings, which, methods, nbytes, codec_of[which], comm, nodes, op,
+                          show)
             bar.step(f"{which.name} {format_size(nbytes)}")
     bar.close()
     return np.array(rows, ROW_DTYPE) if root else np.empty(0, ROW_DTYPE)
@@ -229,8 +241,8 @@ def _size(settings: Settings, which: collective.Collective, methods: list[tuple[
         codec = codec_of.get((algorithm, spec))
         if which is collective.ALLREDUCE and select.codec_kind(codec) != "sparse":
             ran = api.choose_algorithm(exact, op=op, algorithm=algorithm, comm=comm, codec=codec)
-        elif algorithm == registry.AUTO and which in (collective.ALLGATHER,
-                                                      collective.REDUCE_SCATTER):
+        elif algorithm == registry.AUTO and not spec and which in (collective.ALLGATHER,
+                                                                   collective.REDUCE_SCATTER):
             ran = blockwise.choose_algorithm(which.name, exact, out[(algorithm, spec)], op=op,
                                              comm=comm)
         else:  # what ran is the call's (sparse frames set the course call by call)
@@ -267,9 +279,10 @@ def _call(which: collective.Collective, x: np.ndarray, out: np.ndarray, op: ops.
           algorithm: str, codec: api.AnyCodec | None, comm: MPI.Intracomm
           ) -> Callable[[], object]:
     if which is collective.ALLGATHER:
-        return lambda: blockwise.allgather(x, out, algorithm=algorithm, comm=comm)
+        return lambda: blockwise.allgather(x, out, algorithm=algorithm, comm=comm, codec=codec)
     if which is collective.REDUCE_SCATTER:
-        return lambda: blockwise.reduce_scatter(x, out, op=op, algorithm=algorithm, comm=comm)
+        return lambda: blockwise.reduce_scatter(x, out, op=op, algorithm=algorithm, comm=comm,
+                                                codec=codec)
     if which is collective.BCAST:
         return lambda: rooted.bcast(out, 0, algorithm=algorithm, comm=comm)
     if which is collective.REDUCE:

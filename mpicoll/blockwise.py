@@ -41,7 +41,7 @@ from .request import Request
 
 __all__ = ["allgather", "iallgather", "allgather_init", "reduce_scatter", "ireduce_scatter",
            "reduce_scatter_init", "trials_left", "choose_algorithm", "launch", "persist",
-           "run_blocking", "tried", "auto_algorithm", "RING_FROM", "TREE_FROM"]
+           "run_blocking", "tried", "auto_algorithm", "check_codec", "RING_FROM", "TREE_FROM"]
 
 OpArg = Union[str, MPI.Op, ops.Op]
 
@@ -322,7 +322,7 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         if op_.average:
             raise ValueError(f"op 'avg' on {which.name} is not built yet: reduce with 'sum' "
                              "and divide by the communicator's size")
-    codec_ = _codec(which, codec, data.dtype, op_)
+    codec_ = check_codec(which, codec, data.dtype, op_)
     comm_ = communicator(comm)
     p, me = comm_.Get_size(), comm_.Get_rank()
     sizes = _blocks(which, counts, p, data.size, in_place)
@@ -388,8 +388,8 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     return chosen, call, recv, kind, number, bits
 
 
-def _codec(which: collective.Collective, codec: Any, dtype: np.dtype, op: ops.Op
-           ) -> AnyCodec | None:
+def check_codec(which: collective.Collective, codec: Any, dtype: np.dtype, op: ops.Op
+                ) -> AnyCodec | None:
     """The dense codec (or error feedback around one) a call of ``which`` compresses with,
     checked; None without one (``MPICOLL_CODEC`` is allreduce's)."""
     if isinstance(codec, str):

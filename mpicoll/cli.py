@@ -35,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="comma-separated (default: every algorithm that runs without a codec, "
                             "and auto; each collective runs those that plan it)")
     bench.add_argument("-c", "--codecs", default="none",
-                       help="comma-separated codecs to run every algorithm with, 'none' for plain, "
-                            "NAME+ef for error feedback, e.g. none,fp16,int8,topk (default none)")
+                       help="comma-separated codecs to run every algorithm with where it can "
+                            "(allreduce; dense ones on allgather and reduce_scatter), 'none' for "
+                            "plain, NAME+ef for error feedback, e.g. none,fp16,int8,topk "
+                            "(default none)")
     bench.add_argument("-d", "--dtype", default="float32", help="NumPy dtype (default float32)")
     bench.add_argument("-o", "--op", default="sum", help="sum, prod, min, max (default sum)")
     bench.add_argument("--sample-ms", type=float, metavar="MS",

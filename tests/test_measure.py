@@ -56,6 +56,27 @@ def test_bench_appends_runs_to_hdf5(mpirun, tmp_path):
     assert set(phases[phases["run"] == 1]["phase"]) >= {b"reduce-scatter", b"allgather", b"reduce", b"bcast"}
 
 
+def test_bench_compresses_allgather_and_reduce_scatter(mpirun, tmp_path):
+    """bench -c on the other collectives: each dense codec asked for runs allgather and
+    reduce_scatter where an algorithm compresses them (ring; auto runs ring), beside MPI's own
+    uncompressed call, its error against MPI's result reported; bcast runs plain only."""
+    path = tmp_path / "c.h5"
+    mpirun(3, "-m", "mpicoll", "bench", "-C", "allgather,reduce_scatter,bcast", "-c", "none,fp16",
+           "-a", "ring,native,auto", "-m", "4K", "-i", "2", "--no-progress", "--output", str(path))
+    with h5py.File(path) as f:
+        rows = f["bench"][:]
+    for which in (b"allgather", b"reduce_scatter"):
+        mine = rows[rows["collective"] == which]
+        assert sorted(zip(mine["algorithm"], mine["codec"])) == [
+            (b"auto", b""), (b"auto", b"fp16"), (b"native", b""), (b"ring", b""),
+            (b"ring", b"fp16")], which
+        packed = mine[mine["codec"] == b"fp16"]
+        assert set(packed["ran"]) == {b"ring"} and (packed["wrong"] == -1).all()
+        assert (0 < packed["error"]).all() and (packed["error"] < 1e-3).all(), packed["error"]
+        assert (mine[mine["codec"] == b""]["wrong"] == 0).all()
+    assert set(rows[rows["collective"] == b"bcast"]["codec"]) == {b""}
+
+
 def test_plot_draws_png(mpirun, tmp_path):
     path = tmp_path / "b.h5"
     mpirun(2, "-m", "mpicoll", "bench", *SMALL, "--output", str(path))
