@@ -7,7 +7,7 @@
 #
 # Steps (in this order): local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard
 # collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
-# lowercase-p2 emulated-2x2 compression-local compression-4x1 compression-2x2 overlap-2x1 overlap-2x2, then the
+# lowercase-p2 emulated-2x2 compression-local compression-4x1 compression-2x2 compression-collectives-4x1 overlap-2x1 overlap-2x2, then the
 # tables.
 # Each step writes docs/data/performance/STEP.txt (the tool's output under a provenance header:
 # mpicoll revision, MPI library, versions, cores, the command) and, for the sweeps, STEP.png;
@@ -35,7 +35,7 @@ OMPI=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi
       PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe "$(dirname "$OPY")/mpiexec")
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
 ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 compression-local
-     compression-4x1 compression-2x2 overlap-2x1 overlap-2x2)
+     compression-4x1 compression-2x2 compression-collectives-4x1 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
 revision=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
@@ -177,6 +177,9 @@ for step in "${STEPS[@]}"; do
         ATTEMPTS=2 run "$step" "emulated ${layout%x*} hosts x ${layout#*x} rank(s), 1 Gbit/s links: the codecs against MPI_Allreduce of fp32" -- \
         "${EMU[@]}" --hosts "${layout%x*}" --ranks-per-host "${layout#*x}" -- "$PY" -m mpicoll bench -C allreduce -m 1M:16M -f 4 -i 7 -x 1 \
         -a auto -c "$CODECS" --no-progress; } ;;
+    compression-collectives-4x1) emulated "$step" && ATTEMPTS=2 run "$step" "emulated 4 hosts x 1 rank, 1 Gbit/s links: reduce_scatter and allgather through ring with each codec, against MPI's own of fp32" -- \
+        "${EMU[@]}" --hosts 4 --ranks-per-host 1 -- "$PY" -m mpicoll bench -C reduce_scatter,allgather -m 16M:64M -f 2 -i 5 -x 1 \
+        -a ring -c none,fp16,bf16,int8,int8+ef --no-progress ;;
     overlap-2x1|overlap-2x2) emulated "$step" && { layout=${step#overlap-}
         ATTEMPTS=2 run "$step" "emulated ${layout%x*} hosts x ${layout#*x} rank(s), 1 Gbit/s links: buckets overlapped with a backward pass, beside MPI_Iallreduce" -- \
         "${EMU[@]}" --hosts "${layout%x*}" --ranks-per-host "${layout#*x}" -- "$PY" -m mpi4py benchmarks/overlap.py \
@@ -273,12 +276,13 @@ def sweep(name, columns, sizes, source=None, section="allreduce"):
     return prov + "\n".join(table) + "\n\n" + note + "\n"
 
 
-def compression(name):
-    prov, lines = header((out / f"{name}.txt").read_text())
-    if (note := missing(name, lines)):
+def compression(name, section="allreduce", source=None):
+    prov, lines = header((out / f"{source or name}.txt").read_text())
+    if (note := missing(source or name, lines)):
         return note
-    rows = bench_rows(lines)
-    table = ["| size | codec | ran | time (ms) | speed-up over MPI_Allreduce of fp32 | time of fp16 / this | error |",
+    rows = bench_rows(lines, section)
+    mpi = f"MPI_{collective.get(section).mpi}"
+    table = [f"| size | codec | ran | time (ms) | speed-up over {mpi} of fp32 | time of fp16 / this | error |",
              "|---:|---|---|---:|---:|---:|---:|"]
     for s in sorted({r["size"] for r in rows}):
         fp16 = next((r["time"] for r in rows if r["size"] == s and r["codec"] == "fp16"), None)
@@ -288,7 +292,7 @@ def compression(name):
             table.append(f"| {size(s)} | {codec} | {r['ran']} | {r['time'] / 1000:.1f} | "
                          f"{1 / r['ratio']:.2f}× | {vs} | {r['error']:.1e} |")
     native = {r["size"]: r["native"] for r in rows}
-    note = "MPI_Allreduce of fp32: " + ", ".join(f"{size(s)} {t / 1000:.1f} ms" for s, t in native.items())
+    note = f"{mpi} of fp32: " + ", ".join(f"{size(s)} {t / 1000:.1f} ms" for s, t in native.items())
     return prov + "\n".join(table) + "\n\n" + note + ".\n"
 
 
@@ -439,6 +443,10 @@ for step in ("collectives-p2", "collectives-p4", "collectives-p2-openmpi"):
         makers[f"{step}-{which}"] = lambda n, step=step, which=which: sweep(
             n, None, BY_8, source=step, section=which)
         SOURCES[f"{step}-{which}"] = step
+for which in ("reduce_scatter", "allgather"):
+    makers[f"compression-collectives-4x1-{which}"] = lambda n, which=which: compression(
+        n, which, "compression-collectives-4x1")
+    SOURCES[f"compression-collectives-4x1-{which}"] = "compression-collectives-4x1"
 for step in ("rooted-p2", "rooted-p4", "rooted-p2-openmpi"):
     for which in ("bcast", "reduce"):
         makers[f"{step}-{which}"] = lambda n, step=step, which=which: sweep(
