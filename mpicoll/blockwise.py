@@ -11,8 +11,8 @@ in place as MPI does it. ``auto`` measures, as allreduce's does: a communicator'
 blocking calls of each size class try MPI's own two calls (and above 8 KiB every algorithm
 that plans the collective) in turn, and keep the fastest (:func:`_trial`), guarded as
 allreduce's choice is (:class:`mpicoll.trials.Watch`); until then, a rule
-(:data:`RING_FROM`). Codecs and averages come next and are refused clearly
-until then.
+(:data:`RING_FROM`). A dense codec compresses both through ``ring``'s compressed halves
+(:func:`check_codec`: float data, sums); an average is refused clearly.
 A blocking call on the same arrays as an earlier one (a loop's) takes a fast path
 (:class:`mpicoll.fastpath.LoweredBlocks`): some 10 µs of Python less.
 """
