@@ -319,19 +319,28 @@ def check_codec(codec: CodecArg, dtype: np.dtype,
     return _codec_for(codec, dtype, op, None if algorithm == registry.AUTO else registry.get(algorithm))
 
 
+def codec_for_floats(codec: CodecArg, dtype: np.dtype) -> AnyCodec | None:
+    """``codec`` as an object (a name parsed; None for none), checked to be one and to have
+    float data to compress: what every collective that takes a codec checks first."""
+    if isinstance(codec, str):
+        codec = codecs.parse(codec)
+    if codec is None:
+        return None
+    if not isinstance(codec, (codecs.Codec, codecs.ErrorFeedback)):
+        raise TypeError(f"codec must be a name, a codec or an ErrorFeedback, not {type(codec).__name__}")
+    if dtype not in (np.float16, np.float32, np.float64):
+        raise TypeError(f"codecs compress float16/32/64 arrays, not {dtype}")
+    return codec
+
+
 def _codec_for(codec: CodecArg, dtype: np.dtype, op: ops.Op, asked: Algorithm | None
                ) -> AnyCodec | None:
     """:func:`check_codec` for ``asked`` (None: auto)."""
     if codec is None:
         return _env_codec(dtype, op, asked)
-    if isinstance(codec, str):
-        codec = codecs.parse(codec)
-        if codec is None:
-            return None
-    if not isinstance(codec, (codecs.Codec, codecs.ErrorFeedback)):
-        raise TypeError(f"codec must be a name, a codec or an ErrorFeedback, not {type(codec).__name__}")
-    if dtype not in (np.float16, np.float32, np.float64):
-        raise TypeError(f"codecs compress float16/32/64 arrays, not {dtype}")
+    codec = codec_for_floats(codec, dtype)
+    if codec is None:
+        return None
     if op.name not in ("sum", "avg"):
         raise ValueError(f"codecs compress sums and averages, not {op.name!r}")
     kind = select.codec_kind(codec)

@@ -32,7 +32,7 @@ from . import _env, codecs, collective, context, execution, fastpath, fault, inf
     timing, transport, tuning
 from ._array import Array, array_module, flat, writeable
 from ._mpi import threads_allow
-from .api import SAMPLE, AnyCodec, CodecArg, _array, _params, communicator
+from .api import SAMPLE, AnyCodec, CodecArg, _array, _params, codec_for_floats, communicator
 from .algorithm import Options, native, registry, select
 from .algorithm.native import NativeExecution
 from .execution import Call
@@ -355,9 +355,10 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
         raise TypeError(f"algorithm must be a name, not {type(algorithm).__name__}")
     path = transport.choose(send)
     ctx = context.of(comm_)
-    compressing = [a.name for a in registry.registered(which.name) if "dense" in a.compresses]
+    compressing = [] if codec_ is None else \
+        [a.name for a in registry.registered(which.name) if "dense" in a.compresses]
     if algorithm == registry.AUTO:
-        algorithm = compressing[0] if codec_ is not None else \
+        algorithm = compressing[0] if compressing else \
             auto_algorithm(which, send, path, op_, ctx, max(sum(sizes), recv.size))
     chosen = registry.get(algorithm, which.name)
     if codec_ is not None and chosen.name not in compressing:
@@ -392,16 +393,9 @@ def check_codec(which: collective.Collective, codec: Any, dtype: np.dtype, op: o
                 ) -> AnyCodec | None:
     """The dense codec (or error feedback around one) a call of ``which`` compresses with,
     checked; None without one (``MPICOLL_CODEC`` is allreduce's)."""
-    if isinstance(codec, str):
-        codec = codecs.parse(codec)
+    codec = codec_for_floats(codec, dtype)
     if codec is None:
         return None
-    if not isinstance(codec, (codecs.Codec, codecs.ErrorFeedback)):
-        raise TypeError(f"codec must be a name, a codec or an ErrorFeedback, not "
-                        f"{type(codec).__name__}")
-    if dtype not in (np.float16, np.float32, np.float64):
-        raise TypeError(f"codecs compress float16/32/64 arrays, not {dtype}: {which.name} of "
-                        "other dtypes moves them exactly")
     if which.reduces and op.name != "sum":
         raise ValueError(f"codecs compress sums, not {op.name!r}")
     if not codec.dense:
@@ -419,8 +413,8 @@ def _kept(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: 
     return None if key is None else ctx.trials.kept.get(key[0])
 
 
-def auto_algorithm(which: collective.Collective, send: Any, path: Any, op: ops.Op, ctx: context.Context,
-          elements: int) -> str:
+def auto_algorithm(which: collective.Collective, send: Any, path: Any, op: ops.Op,
+                   ctx: context.Context, elements: int) -> str:
     """What ``auto`` runs: the algorithm its trials kept for this size class, or what ``tune``
     measured fastest on this layout (:func:`_measured`), else the rule:
     MPI's own where it can run the call as mpicoll does (not device memory staged for it, nor

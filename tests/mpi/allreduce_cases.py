@@ -8,7 +8,8 @@ MPI's own Allreduce exactly, and be the same bits on every rank.
 
 import numpy as np
 import pytest
-from helpers import WORLD, assert_agreed, data, environment, native, value_bytes
+from helpers import WORLD, assert_agreed, data, environment, native, \
+    slowed_choice_is_tried_again, value_bytes
 from mpi4py import MPI
 
 import mpicoll
@@ -198,25 +199,8 @@ def test_auto_guard_tries_again_a_choice_that_slowed():
     calls(left)
     key = next(iter(ctx.trials.kept), None) if comm.size > 1 else None
     if comm.size > 1:
-        measured = ctx.trials.measured[key]
-        for name in measured:  # (a busy moment in the checks must not send it back)
-            measured[name] *= 1000
-        calls(trials.CHECK_EVERY)  # the first check: as measured, kept
-        if ctx.trials.checks.get(key) != 1 or ctx.trials.again.get(key):
-            problems.append(f"first check: {ctx.trials.checks} {ctx.trials.again}")
-        for name in measured:
-            measured[name] /= 1e6
-        calls(trials.CHECK_EVERY - 1)  # its last timed call still to come
-        if mpicoll.api.trials_left(x, comm=comm):
-            problems.append("tried again before the period ended")
-        calls(1)
-        if ctx.trials.again.get(key) != 1 or mpicoll.api.trials_left(x, comm=comm) != left:
-            problems.append(f"not tried again: {ctx.trials.again}, "
-                            f"{mpicoll.api.trials_left(x, comm=comm)} trials left")
-        calls(left)
-        watch = ctx.trials.watches.get(key)
-        if watch is None or watch.due != 2 * trials.CHECK_EVERY:  # the period doubles
-            problems.append(f"after the new trials: {watch and (watch.name, watch.due)}")
+        problems += slowed_choice_is_tried_again(
+            ctx, key, calls, lambda: mpicoll.api.trials_left(x, comm=comm), left)
         with environment(MPICOLL_AUTO="once"):
             once = WORLD.Dup()
             for _ in range(mpicoll.api.trials_left(x, comm=once)):

@@ -11,7 +11,8 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import MPI_OPS, WORLD, assert_agreed, data, digest, environment
+from helpers import MPI_OPS, WORLD, assert_agreed, data, digest, environment, \
+    slowed_choice_is_tried_again
 from mpi4py import MPI
 
 import mpicoll
@@ -533,7 +534,7 @@ def test_auto_guard_tries_again_a_choice_that_slowed():
     trial measured it (the trials' figures divided by 1000, as if the node got busy since) is
     tried again at the same call on every rank, every result MPI's bits throughout; one that
     runs as measured stays; after the new trials the period doubles."""
-    from mpicoll import context, trials
+    from mpicoll import context
     comm, p, problems = WORLD.Dup(), WORLD.Get_size(), []
     x = data(comm, 1 << 15, "f4", "sum")  # 128 KiB: above select.OWN_UP_TO
     gathered, reduced = np.empty(x.size * p, "f4"), np.empty(x.size, "f4")
@@ -562,24 +563,7 @@ def test_auto_guard_tries_again_a_choice_that_slowed():
             if first or key is not None:
                 problems.append(f"one rank tried {which}")
             continue
-        measured = ctx.trials.measured[key]
-        for name in measured:  # (a busy moment in the checks must not send it back)
-            measured[name] *= 1000
-        calls(trials.CHECK_EVERY)  # the first check: as measured, kept
-        if ctx.trials.checks.get(key) != 1 or ctx.trials.again.get(key):
-            problems.append(f"{which} first check: {ctx.trials.checks} {ctx.trials.again}")
-        for name in measured:
-            measured[name] /= 1e6
-        calls(trials.CHECK_EVERY - 1)  # its last timed call still to come
-        if left():
-            problems.append(f"{which} tried again before the period ended")
-        calls(1)
-        if ctx.trials.again.get(key) != 1 or left() != first:
-            problems.append(f"{which} not tried again: {ctx.trials.again}, {left()} trials left")
-        calls(first)
-        watch = ctx.trials.watches.get(key)
-        if watch is None or watch.due != 2 * trials.CHECK_EVERY:  # the period doubles
-            problems.append(f"{which} after the new trials: {watch and (watch.name, watch.due)}")
+        problems += slowed_choice_is_tried_again(ctx, key, calls, left, first, f"{which}: ")
     kept = sorted(map(str, ctx.trials.kept.items()))
     comm.Free()
     assert_agreed(WORLD, problems, np.frombuffer(repr(kept).encode(), np.uint8))

@@ -94,3 +94,31 @@ def environment(**values):
             else:
                 os.environ[name] = value
         mpicoll.reload_environment()
+
+
+def slowed_choice_is_tried_again(ctx, key, calls, left, first, what=""):
+    """Drive auto's guard (mpicoll.trials.Watch) of the choice kept under ``key`` through its
+    cycle, with ``calls(n)`` making n blocking calls and ``left()`` the trials left (``first``
+    after the trials began): a first check finds it as measured (the trials' figures times
+    1000) and keeps it; then, the figures divided by 10⁶, the period's last timed call sends
+    the size back to its trials, whose end doubles the period. The problems found."""
+    from mpicoll import trials
+    problems, measured = [], ctx.trials.measured[key]
+    for name in measured:  # (a busy moment in the checks must not send it back)
+        measured[name] *= 1000
+    calls(trials.CHECK_EVERY)  # the first check: as measured, kept
+    if ctx.trials.checks.get(key) != 1 or ctx.trials.again.get(key):
+        problems.append(f"{what}first check: {ctx.trials.checks} {ctx.trials.again}")
+    for name in measured:
+        measured[name] /= 1e6
+    calls(trials.CHECK_EVERY - 1)  # its last timed call still to come
+    if left():
+        problems.append(f"{what}tried again before the period ended")
+    calls(1)
+    if ctx.trials.again.get(key) != 1 or left() != first:
+        problems.append(f"{what}not tried again: {ctx.trials.again}, {left()} trials left")
+    calls(first)
+    watch = ctx.trials.watches.get(key)
+    if watch is None or watch.due != 2 * trials.CHECK_EVERY:  # the period doubles
+        problems.append(f"{what}after the new trials: {watch and (watch.name, watch.due)}")
+    return problems
