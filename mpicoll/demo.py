@@ -38,8 +38,9 @@ from .codecs.threshold import Threshold
 from .overlap import POLICIES, BucketManager
 from .recovery import Steps
 from .rooted import bcast
+from .sharded import Shard, ShardedBucketManager
 
-__all__ = ["DATASETS", "Dataset", "MLP", "Settings", "bucket_manager", "load", "run_recorded",
+__all__ = ["DATASETS", "Dataset", "MLP", "SGD", "Settings", "bucket_manager", "load", "run_recorded",
            "summary", "train"]
 
 DATASETS = ("digits", "synthetic")
@@ -58,10 +59,12 @@ class Settings:
     steps: int | None = None  # None: epochs x steps per epoch
     batch: int = 32           # per rank; the global batch is ranks x batch
     lr: float = 0.05
+    momentum: float = 0.0     # heavy-ball momentum; its velocity is the optimizer's state
     algorithm: str = "auto"
     codec: str = ""           # as bench's -c: "", "int8", "int8+ef", "topk+ef", ...
     bucket_layers: int = 0    # layers per bucket; 0: one bucket for the whole model
     policy: str = "test"      # the BucketManager's progress policy; "none": no overlap
+    sharded: bool = False     # ZeRO-style: gradients reduce-scattered, parameters allgathered
     seed: int = 0
     elastic: bool = False     # survive a failed rank (ULFM): shrink, agree, roll back, redo
     kill_rank: int | None = None  # a demonstration of elastic: this rank SIGKILLs itself
@@ -76,6 +79,11 @@ class Settings:
             raise ValueError("--layers, --hidden, --epochs and --batch must be positive")
         if self.steps is not None and self.steps < 1 or self.bucket_layers < 0 or self.lr <= 0:
             raise ValueError("--steps and --lr must be positive, --bucket-layers at least 0")
+        if not 0 <= self.momentum < 1:
+            raise ValueError("--momentum must be in [0, 1)")
+        if self.sharded and self.elastic:
+            raise ValueError("--sharded runs without --elastic: a failed rank's shard of the "
+                             "parameters and optimizer state is lost with it")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; choose one of {POLICIES}")
         if (self.kill_rank is None) != (self.kill_step is None):
@@ -167,22 +175,27 @@ class MLP:
     def depth(self) -> int:
         return len(self.weights)
 
-    def logits(self, x: np.ndarray, keep: bool = False) -> np.ndarray:
-        """The forward pass; ``keep`` the activations for ``backward``."""
+    def logits(self, x: np.ndarray, keep: bool = False,
+               before: Callable[[int], object] | None = None) -> np.ndarray:
+        """The forward pass; ``keep`` the activations for ``backward``; ``before(i)`` is called
+        before layer i's parameters are read (a sharded run's wait for them)."""
         acts = [x]
         for i, (w, b) in enumerate(self.weights):
+            if before is not None:
+                before(i)
             z = acts[-1] @ w + b
             acts.append(z if i == self.depth - 1 else np.maximum(z, 0, out=z))
         if keep:
             self._acts = acts
         return acts[-1]
 
-    def forward(self, x: np.ndarray, y: np.ndarray, over: float | None = None) -> float:
+    def forward(self, x: np.ndarray, y: np.ndarray, over: float | None = None,
+                before: Callable[[int], object] | None = None) -> float:
         """Mean cross-entropy of the batch; keeps what the backward pass needs. The gradient is
         of the sum over the batch divided by ``over`` (default: the batch size): a rank's
         share of a global batch that does not split equally, for an average over ranks to be
-        the global batch's mean."""
-        logits = self.logits(x, keep=True)
+        the global batch's mean. ``before``: as for ``logits``."""
+        logits = self.logits(x, keep=True, before=before)
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(axis=1, keepdims=True)
@@ -215,19 +228,45 @@ class MLP:
 
 def bucket_manager(model: MLP, s: Settings, comm: MPI.Intracomm) -> BucketManager:
     """One tensor per layer, in the order the backward pass makes them ready, and byte caps that
-    put ``s.bucket_layers`` layers in each bucket (all in one for 0)."""
+    put ``s.bucket_layers`` layers in each bucket (all in one for 0); ``s.sharded``: a
+    :class:`~mpicoll.sharded.ShardedBucketManager`, which also holds the parameters."""
     order = list(range(model.depth - 1, -1, -1))
     per = s.bucket_layers or model.depth
     groups = [order[k:k + per] for k in range(0, len(order), per)]
     nbytes = [sum(model.layer_grads[i].nbytes for i in g) for g in groups]
-    manager = BucketManager({f"layer{i + 1}": model.layer_grads[i] for i in order}, comm=comm,
-                            first_bucket_bytes=nbytes[0], bucket_bytes=max(nbytes[1:] or nbytes),
-                            op="avg", algorithm=s.algorithm, codec=_codec_factory(s.codec),
-                            progress=s.policy)
+    grads = {f"layer{i + 1}": model.layer_grads[i] for i in order}
+    settings: dict[str, Any] = dict(
+        comm=comm, first_bucket_bytes=nbytes[0], bucket_bytes=max(nbytes[1:] or nbytes),
+        op="avg", algorithm=s.algorithm, codec=_codec_factory(s.codec), progress=s.policy)
+    manager = ShardedBucketManager(grads, {f"layer{i + 1}": model.layer_params[i] for i in order},
+                                   **settings) if s.sharded else BucketManager(grads, **settings)
     if [len(b.members) for b in manager.buckets] != [len(g) for g in groups]:
         raise ValueError(f"--bucket-layers {s.bucket_layers}: these layers are too unequal in "
                          "size for byte-capped buckets of that many layers")
     return manager
+
+
+class SGD:
+    """Stochastic gradient descent, with PyTorch's heavy-ball momentum (v = μv + g, then
+    p -= lr·v) when μ > 0. Its state, a velocity per parameter it updates, is kept per group
+    (the whole model; or a sharded run's shard of each bucket): ``nbytes`` is what a rank holds.
+    Elementwise, so a shard's update gives the bits the whole model's gives."""
+
+    def __init__(self, lr: float, momentum: float, sizes: list[int]) -> None:
+        self.lr, self.momentum = lr, momentum
+        self.velocity = [np.zeros(n, np.float32) for n in sizes] if momentum else []
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self.velocity)
+
+    def step(self, group: int, params: np.ndarray, grads: np.ndarray) -> None:
+        if self.momentum:
+            velocity = self.velocity[group]
+            velocity *= self.momentum
+            velocity += grads
+            grads = velocity
+        params -= self.lr * grads
 
 
 def _codec_factory(spec: str) -> Callable[[], Any] | None:
@@ -321,6 +360,10 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
                 s.seed if me == 0 else None)
     bcast(model.flat, 0, comm=comm)
     manager = bucket_manager(model, s, comm)
+    shards = manager.shards if isinstance(manager, ShardedBucketManager) else None
+    optimizer = SGD(s.lr, s.momentum, [model.flat.size] if shards is None
+                    else [shard.params.size for shard in shards])
+    digests: list[str] = []  # this rank's parameters after each step, to compare replicas
     local = np.zeros(steps)  # this rank's loss per step, averaged over ranks when reported
     losses: list[float] = []
     epochs: list[dict[str, Any]] = []
@@ -346,8 +389,10 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
         before it (the gradients and parameters as they were)."""
         batch, over = batches.part(step, comm.Get_rank(), comm.Get_size())
 
-        def forward() -> None:
-            loss = model.forward(data.x_train[batch], data.y_train[batch], over)
+        def forward() -> None:  # (sharded: each layer waits for its parameters' allgather)
+            loss = model.forward(data.x_train[batch], data.y_train[batch], over,
+                                 _waits_for_layer(manager)
+                                 if isinstance(manager, ShardedBucketManager) else None)
             local[step] = loss if over is None else loss * len(batch) / over  # its share
 
         dying = step + 1 == s.kill_step and not failures and me == s.kill_rank
@@ -364,21 +409,39 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
         if dying and s.kill_point == "during":
             death = threading.Timer(np.random.default_rng(s.seed).uniform(0, 0.02), _die)
             death.start()
-        metrics = manager.run(callbacks)
-        if dying and s.kill_point == "after":
-            _die()
-        t0 = time.perf_counter()
-        model.flat -= s.lr * model.grad  # the averaged gradients: the same bits on every rank
-        update = time.perf_counter() - t0
+        update = 0.0
+
+        def update_shard(k: int, shard: Shard) -> None:  # (sharded: as each bucket completes)
+            nonlocal update
+            t0 = time.perf_counter()
+            optimizer.step(k, shard.params, shard.grads)
+            update += time.perf_counter() - t0
+
+        if isinstance(manager, ShardedBucketManager):
+            metrics = manager.run(callbacks, update_shard, on_demand=True)
+            if step:  # every layer's parameters after the step before have been waited for
+                digests.append(hashlib.sha256(model.flat.tobytes()).hexdigest())
+        else:
+            metrics = manager.run(callbacks)
+            if dying and s.kill_point == "after":
+                _die()
+            t0 = time.perf_counter()
+            optimizer.step(0, model.flat, model.grad)  # the same averaged bits on every rank
+            update = time.perf_counter() - t0
+            digests[step:] = [hashlib.sha256(model.flat.tobytes()).hexdigest()]
         if death is not None:
             death.join()  # ("during": it dies in this step, if not yet at its end)
-        step_s[step], compute_s[step] = metrics.t_overall + update, metrics.t_compute + update
+        step_s[step], compute_s[step] = metrics.t_overall, metrics.t_compute + update
+        if shards is None:
+            step_s[step] += update
 
     def after_step(step: int, comm: MPI.Intracomm) -> None:
         """Accuracies at the end of an epoch, the losses averaged over ranks now and then."""
         say = emit if comm.Get_rank() == 0 else (lambda line: None)
         last, epoch_end = step == steps - 1, (step + 1) % per_epoch == 0
         if epoch_end or last:
+            if isinstance(manager, ShardedBucketManager):  # this step's parameters, whole
+                manager.gathered()
             epochs.append(epoch_record(step))
         if (step + 1) % max(1, steps // 10) == 0 or epoch_end or last:
             losses.extend(_averaged(local[len(losses):step + 1], comm))  # outside the timed step
@@ -415,6 +478,9 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
                 emit(f"# {_ranks(lost)} failed: step {resume + 1} again on "
                      f"{loop.comm.Get_size()} ranks")
     comm = loop.comm
+    if isinstance(manager, ShardedBucketManager):  # the last step's parameters
+        manager.gathered()
+        digests.append(hashlib.sha256(model.flat.tobytes()).hexdigest())
 
     everyone = comm.allgather(recoveries) if failures else []
     for k, failure in enumerate(failures):
@@ -423,7 +489,7 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
     warmup = min(WARMUP_STEPS, steps // 2)
     measured = slice(warmup, steps)
     exposed = step_s[measured] - compute_s[measured]
-    digests = comm.allgather(hashlib.sha256(model.flat.tobytes()).hexdigest())
+    replicas = comm.allgather(digests)  # every rank's parameters after every step
     thresholds = [c for c in (getattr(b.codec, "codec", b.codec) for b in manager.buckets)
                   if isinstance(c, Threshold)]
     kept, offered = comm.allreduce(np.array([sum(c.kept for c in thresholds),
@@ -451,8 +517,10 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
                    "exposed_s": _summary(exposed),
                    "per_step": {"step_s": step_s.tolist(), "compute_s": compute_s.tolist()}},
         "threshold_kept": float(kept / offered) if thresholds else None,  # over every rank
-        "replicas_identical": len(set(digests)) == 1,  # over the ranks that finished
-        "parameters_sha256": digests[0],
+        "replicas_identical": all(r == replicas[0] for r in replicas),  # after every step,
+        "replicas_compared_steps": len(digests),                      # on the ranks that finished
+        "parameters_sha256": digests[-1],
+        "optimizer_bytes": comm.allgather(optimizer.nbytes),  # each rank's
         "failures": failures,
         "survivors": members,
         "mpicoll_version": __version__,
@@ -460,6 +528,11 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
         "ranks": ranks,
         "nodes": len(context.of(comm).layout.nodes),
     }
+
+
+def _waits_for_layer(manager: ShardedBucketManager) -> Callable[[int], None]:
+    """``MLP.logits``'s ``before`` in a sharded run: layer i waits for its parameters."""
+    return lambda i: manager.gathered(f"layer{i + 1}")
 
 
 def _die() -> None:
@@ -472,6 +545,7 @@ def _die() -> None:
 def summary(r: dict[str, Any]) -> str:
     """What rank 0 prints at the end of a run."""
     s, d, t = r["settings"], r["dataset"], r["timing"]
+    sharding = "sharded (reduce_scatter, allgather), " if s["sharded"] else ""
     step, compute, exposed = (t[k]["median"] * 1e3 for k in ("step_s", "compute_s", "exposed_s"))
     means = "/".join(f"{t[k]['mean'] * 1e3:.1f}" for k in ("step_s", "compute_s", "exposed_s"))
     lines = [
@@ -479,8 +553,10 @@ def summary(r: dict[str, Any]) -> str:
         f"{r['mpi_library']}): {' -> '.join(map(str, r['widths']))}",
         f"# {d['name']}: {d['train']} train / {d['test']} test samples, {d['per_rank']} per rank"
         f" ({d['left_out']} left out), global batch {d['global_batch']}, {r['steps']} steps",
-        f"# buckets (layers): {r['buckets']}, policy {s['policy']}, codec {s['codec'] or 'none'},"
-        f" algorithm {s['algorithm']} (ran {', '.join(r['algorithms_ran'])})",
+        f"# buckets (layers): {r['buckets']}, {sharding}policy {s['policy']}, codec "
+        f"{s['codec'] or 'none'}, algorithm {s['algorithm']} (ran {', '.join(r['algorithms_ran'])})",
+        f"# optimizer: SGD, momentum {s['momentum']:g}; its state per rank: "
+        f"{', '.join(_bytes(n) for n in r['optimizer_bytes'])}",
         f"# loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}; train accuracy "
         f"{r['train_accuracy']:.3f}, test accuracy {r['test_accuracy']:.3f}",
         f"# per step, medians of steps {t['warmup_steps'] + 1}-{r['steps']} (the first "
@@ -494,9 +570,10 @@ def summary(r: dict[str, Any]) -> str:
               f"{f['ranks']} ranks" + (f" ({_ranks(f['rolled_back'])}, which had completed it, "
                                        "rolled back)" if f["rolled_back"] else "")
               for f in r["failures"]]
-    over = f" over the {len(r['survivors'])} ranks that finished" if r["failures"] else ""
-    lines.append(f"# replicas identical{over}: {'yes' if r['replicas_identical'] else 'NO'} "
-                 f"(sha256 {r['parameters_sha256'][:16]}...)")
+    over = f" on the {len(r['survivors'])} ranks that finished" if r["failures"] else ""
+    lines.append(f"# replicas identical after every step{over}: "
+                 f"{'yes' if r['replicas_identical'] else 'NO'} (final sha256 "
+                 f"{r['parameters_sha256'][:16]}...)")
     return "\n".join(lines)
 
 
@@ -527,6 +604,10 @@ def _failures_raised(comm: MPI.Intracomm, during: str) -> Iterator[None]:
 
 def _ranks(ranks: list[int]) -> str:
     return f"rank{'s' * (len(ranks) != 1)} {', '.join(map(str, ranks))}"
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB" if n else "0 B"
 
 
 def _summary(seconds: np.ndarray) -> dict[str, float]:

@@ -81,7 +81,7 @@ class Metrics:
 
 
 @dataclass
-class _Bucket:
+class Bucket:
     index: int
     members: list[int]           # tensor indices
     offsets: list[int]           # element offset of each member in the flat buffer
@@ -286,7 +286,7 @@ class BucketManager:
                 b.request = self._start(b)
                 self._next += 1
 
-    def _start(self, bucket: _Bucket) -> Request:
+    def _start(self, bucket: Bucket) -> Request:
         """Start one bucket's allreduce in place; returns what ``test()``/``wait()`` advance.
 
         A bucket reuses its buffer every step, so its allreduce is persistent
@@ -297,15 +297,24 @@ class BucketManager:
             bucket.persistent = api.allreduce_init(bucket.flat, bucket.flat, op=self.op,
                                                    algorithm=self.algorithm, comm=self.comm,
                                                    codec=bucket.codec)
-        request, recorder = bucket.persistent, timing.active()
-        if recorder is not None:
-            ctx = request.context
-            bucket.record = recorder.start(
-                rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=self.op,
-                algorithm=request.algorithm, codec=request.codec, dtype=bucket.flat.dtype.name,
-                count=bucket.flat.size, nbytes=bucket.flat.nbytes, transport=request.transport)
-        request.start()
-        return request
+        bucket.record = self._record(bucket.persistent, bucket.flat, self.op)
+        bucket.persistent.start()
+        return bucket.persistent
+
+    @staticmethod
+    def _record(request: PersistentRequest, flat: Array, op: str, collective: str = "allreduce",
+                count: int | None = None) -> timing.Record | None:
+        """A timing record for one start of ``request`` on ``flat`` (when records are on);
+        ``count``: this rank's block, for the collectives whose buffers are blocks."""
+        recorder = timing.active()
+        if recorder is None:
+            return None
+        ctx = request.context
+        return recorder.start(
+            rank=ctx.rank, ranks=ctx.size, nodes=len(ctx.layout.nodes), op=op,
+            algorithm=request.algorithm, codec=request.codec, dtype=flat.dtype.name,
+            count=flat.size if count is None else count, nbytes=flat.nbytes,
+            transport=request.transport, collective=collective)
 
     def _poll(self) -> bool:
         inflight.progress()  # one pass advances every bucket (and every other collective)
@@ -319,7 +328,7 @@ class BucketManager:
                     done = False
         return done
 
-    def _finished(self, bucket: _Bucket) -> None:
+    def _finished(self, bucket: Bucket) -> None:
         if not bucket.seconds:
             bucket.seconds = time.perf_counter() - bucket.started
             if bucket.record is not None:  # a sparse codec's request names its fallback now
@@ -368,7 +377,7 @@ class BucketManager:
                              "its name or its index)") from None
 
     def _pack(self, arrays: Sequence[Array], bucket_bytes: int, first_bucket_bytes: int,
-              codec: CodecSpec) -> list[_Bucket]:
+              codec: CodecSpec) -> list[Bucket]:
         """Greedy in readiness order: a new bucket when the cap or the dtype would change."""
         groups: list[list[int]] = []
         size = 0
@@ -384,7 +393,7 @@ class BucketManager:
             offsets = np.cumsum([0] + [arrays[i].size for i in members]).tolist()
             first = arrays[members[0]]
             flat = array_module(first).empty(offsets[-1], first.dtype)  # on the tensors' device
-            buckets.append(_Bucket(k, members, offsets[:-1], flat, _make_codec(codec)))
+            buckets.append(Bucket(k, members, offsets[:-1], flat, _make_codec(codec)))
         return buckets
 
     def _check_arguments(self, arrays: Sequence[Array], bucket_bytes: int,
@@ -418,7 +427,8 @@ class BucketManager:
 
     def _check_same_on_all_ranks(self, *settings: object) -> None:
         """Collective: every rank must have the same tensors and settings, else all raise."""
-        layout = repr([(n, a.shape, a.dtype.str) for n, a in zip(self.names, self.tensors)])
+        layout = repr([type(self).__name__] +
+                      [(n, a.shape, a.dtype.str) for n, a in zip(self.names, self.tensors)])
         mine = hashlib.sha256((layout + repr(settings)).encode()).hexdigest()
         everyone = self.comm.allgather((mine, layout))
         differ = [r for r, (h, _) in enumerate(everyone) if h != everyone[0][0]]

@@ -69,7 +69,7 @@ def bcast_init(buf: Array, root: int = 0, *, algorithm: str = "auto",
     """A persistent bcast of ``buf``: ``start()``, then ``wait()``, as often as wanted
     (collective: every rank makes it, and later starts it, in the same order)."""
     return persist(*_prepare(collective.BCAST, buf, buf, None, root, algorithm, comm,
-                             codec)[:5])
+                             codec, record=False)[:5])
 
 
 def reduce(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "sum", root: int = 0,
@@ -113,7 +113,7 @@ def reduce_init(sendbuf: Array, recvbuf: Array | None = None, *, op: OpArg = "su
     """A persistent reduce of these buffers: ``start()``, then ``wait()``, as often as wanted
     (collective: every rank makes it, and later starts it, in the same order)."""
     return persist(*_prepare(collective.REDUCE, sendbuf, recvbuf, op, root, algorithm, comm,
-                             codec)[:5])
+                             codec, record=False)[:5])
 
 
 def _blocking(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, root: Any,
@@ -142,8 +142,8 @@ def _call(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, roo
 
 
 def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, root: Any,
-             algorithm: Any, comm: Any, codec: Any, blocking: bool = False
-             ) -> tuple[Any, Call, Any, tuple, int, int]:
+             algorithm: Any, comm: Any, codec: Any, blocking: bool = False,
+             record: bool = True) -> tuple[Any, Call, Any, tuple, int, int]:
     """Validate every argument locally (before anything is sent), then number the call and
     start its fingerprint check: the algorithm, the call, what its wait returns, the call's
     kind, number and tag hash. ``blocking``: the caller waits for it (``native-blocking`` runs MPI's
@@ -213,13 +213,13 @@ def _prepare(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, 
     kind = (send.size, send.dtype, op_.name if which.reduces else "", chosen.name, "",
             f"{name} {'from' if name == 'bcast' else 'to'} rank {root}")
     number, bits, checking = ctx.begin_checked(kind, blocks=blocking and chosen.blocks)
-    recorder = timing.active()
-    record = None if recorder is None else recorder.start(
+    recorder = timing.active() if record else None  # (persistent: none, as allreduce_init)
+    record_ = None if recorder is None else recorder.start(
         rank=ctx.rank, ranks=p, nodes=len(ctx.layout.nodes), op=kind[2], algorithm=chosen.name,
         codec="", dtype=send.dtype.name, count=send.size, nbytes=send.nbytes,
         transport=path.name, collective=name)
     options = Options(_env.settings().segment_bytes, send.dtype.str, name, None, root)
-    call = Call(ctx, send, flat(recv), op_, options, None, None, record, path,
+    call = Call(ctx, send, flat(recv), op_, options, None, None, record_, path,
                 ctx.next_tags(chosen.tags, bits), checking, blocking, name)
     result = recv if name == "bcast" or me == root else None
     return chosen, call, result, kind, number, bits

@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 
+import h5py
 import pytest
 from mpi4py import MPI
 
@@ -32,7 +33,8 @@ def train(mpirun, tmp_path, nprocs, *options):
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_digits_loss_falls_and_replicas_stay_identical(mpirun, tmp_path, nprocs):
     result, out = train(mpirun, tmp_path, nprocs, "--steps", "12")
-    assert result["replicas_identical"] and "replicas identical: yes" in out
+    assert result["replicas_identical"] and "replicas identical after every step: yes" in out
+    assert result["replicas_compared_steps"] == 12
     assert result["parameters"] >= 1_000_000 and result["widths"] == [64, 640, 640, 640, 640, 10]
     assert result["ranks"] == nprocs and result["mpi_library"].split()[0] in LIBRARY
     losses = result["losses"]
@@ -93,6 +95,48 @@ def test_elastic_without_a_failure_is_the_same_run(mpirun, tmp_path):
     assert elastic["failures"] == [] and elastic["survivors"] == [0, 1, 2]
 
 
+SHARDED_RUN = ("--momentum", "0.9", "--lr", "0.01", "--bucket-layers", "2")
+
+
+def test_sharded_run_ends_with_the_same_parameters_and_a_pth_of_the_state(mpirun, tmp_path):
+    """--sharded through ring: reduce_scatter averages with ring allreduce's bits and the
+    momentum update is elementwise, so every step's parameters are the unsharded run's, bitwise;
+    each rank keeps the velocity of its block of each bucket only."""
+    plain, _ = train(mpirun, tmp_path, 3, "--steps", "12", "-a", "ring", *SHARDED_RUN)
+    sharded, out = train(mpirun, tmp_path, 3, "--steps", "12", "-a", "ring", *SHARDED_RUN,
+                         "--sharded", "--policy", "thread", "--output", str(tmp_path / "t.h5"))
+    assert sharded["parameters_sha256"] == plain["parameters_sha256"]
+    assert sharded["losses"] == plain["losses"] and sharded["epochs"] == plain["epochs"]
+    assert sharded["replicas_identical"] and sharded["replicas_compared_steps"] == 12
+    assert "sharded (reduce_scatter, allgather)" in out and "(ran ring)" in out
+    whole = plain["optimizer_bytes"]
+    assert whole == 3 * [4 * plain["parameters"]]  # a float32 velocity per parameter
+    shards = sharded["optimizer_bytes"]
+    assert sum(shards) == whole[0] and max(shards) - min(shards) <= 4 * len(sharded["buckets"])
+    with h5py.File(tmp_path / "t.h5") as f:  # a record per bucket, step, rank and collective
+        collectives = list(f["records"]["collective"])
+    assert len(sharded["buckets"]) == 3
+    assert collectives.count(b"reduce_scatter") == collectives.count(b"allgather") == 3 * 12 * 3
+
+
+def test_sharded_int8_with_error_feedback_ends_near_the_uncompressed_loss(mpirun, tmp_path):
+    """Three epochs on 4 ranks: the sharded run with int8 gradients (error feedback) ends within
+    2% of the unsharded, uncompressed run's loss over the training set."""
+    plain, _ = train(mpirun, tmp_path, 4, "--epochs", "3", *SHARDED_RUN)
+    int8, _ = train(mpirun, tmp_path, 4, "--epochs", "3", *SHARDED_RUN, "--sharded",
+                    "-c", "int8+ef")
+    assert int8["replicas_identical"] and int8["replicas_compared_steps"] == int8["steps"] == 33
+    assert abs(int8["train_loss"] / plain["train_loss"] - 1) < 0.02
+    assert plain["train_loss"] < 0.5 * plain["losses"][0]  # (it learned: a loss worth matching)
+
+
+def test_sharded_runs_without_elastic():
+    with pytest.raises(ValueError, match="--sharded runs without --elastic"):
+        demo.Settings(sharded=True, elastic=True).check()
+    with pytest.raises(ValueError, match="--momentum"):
+        demo.Settings(momentum=1.0).check()
+
+
 def test_kill_rank_needs_elastic():
     with pytest.raises(ValueError, match="--kill-rank demonstrates --elastic"):
         demo.Settings(kill_rank=1, kill_step=3).check()
@@ -138,7 +182,7 @@ def test_elastic_run_survives_a_killed_rank(tmp_path, uninterrupted, victim):
     assert 0 < failure["recovery_s"] < 10
     assert f"# rank {victim} failed at step {KILL_STEP}: recovered in " in out
     assert result["replicas_identical"] and \
-        "replicas identical over the 3 ranks that finished: yes" in out
+        "replicas identical after every step on the 3 ranks that finished: yes" in out
     assert result["steps"] == uninterrupted["steps"] == 33 and len(result["losses"]) == 33
     assert [e["step"] for e in result["epochs"]] == [11, 22, 33]
     # The survivors redo the step on the same global batches: the same training, to rounding.

@@ -571,12 +571,16 @@ def test_auto_guard_tries_again_a_choice_that_slowed():
 
 def test_timing_records_name_the_collective():
     """A timing record per call, naming the collective; count is a block, nbytes nccl-tests'
-    size (the larger buffer)."""
+    size (the larger buffer). A persistent call leaves none, as allreduce_init's (whoever
+    starts it keeps one per start: BucketManager)."""
     from mpicoll import timing
     p = WORLD.Get_size()
     with timing.recording() as recorder:
         mpicoll.allgather(np.ones(100, "f8"), algorithm="ring")
         mpicoll.reduce_scatter(np.ones(50 * p, "f4"), algorithm="native")
+        persistent = mpicoll.reduce_scatter_init(np.ones(10 * p, "f4"), algorithm="ring")
+        persistent.start()
+        persistent.wait()
     seen = [(r.collective, r.algorithm, r.count, r.nbytes, r.seconds > 0)
             for r in recorder.records]
     expected = [("allgather", "ring", 100, 800 * p, True),

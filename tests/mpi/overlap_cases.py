@@ -9,6 +9,7 @@ import mpicoll
 from mpicoll import codecs, timing
 from mpicoll.algorithm import get, names
 from mpicoll.overlap import BucketManager, overlap_percent
+from mpicoll.sharded import ShardedBucketManager
 
 ALGORITHMS = list(names(plain=True)) + ["auto"]  # every registered plain algorithm, and auto
 SIZES = [1000, 30_000, 7, 70_000, 2_000, 1]
@@ -175,3 +176,119 @@ def test_each_bucket_leaves_a_timing_record_per_step():
     assert [(r.algorithm, r.codec) for r in rec.records[-len(manager.buckets):]] == \
         [(b.persistent.algorithm, b.persistent.codec) for b in manager.buckets]
     assert {r.codec for r in rec.records} <= {"topk", "topk:dense-fallback"}
+
+
+# ---- sharded buckets: reduce_scatter, an update of this rank's block, allgather
+
+def sharded(algorithm="auto", policy="test", codec=None):
+    """A sharded manager of ``gradients``' shapes, its parameters the same on every rank; with
+    the arrays it manages."""
+    params = {f"layer{i}": np.random.default_rng([7, i]).standard_normal(n).astype("f4")
+              for i, n in enumerate(SIZES)}  # (seeded alike on every rank)
+    grads = {k: np.zeros_like(v) for k, v in params.items()}
+    manager = ShardedBucketManager(grads, params, bucket_bytes=64_000, first_bucket_bytes=4_000,
+                                   algorithm=algorithm, progress=policy, codec=codec)
+    return manager, grads, params
+
+
+def sgd(seen):
+    def update(k, shard):
+        seen.append(k)
+        shard.params[...] -= 0.5 * shard.grads
+    return update
+
+
+@pytest.mark.parametrize("policy", ["test", "thread"])
+@pytest.mark.parametrize("algorithm", ["ring", "native", "auto"])
+def test_sharded_steps_are_an_allreduce_then_the_update(policy, algorithm):
+    """Every rank's parameters after three steps: those of MPI's own Allreduce of the
+    gradients, averaged, then the same update (to float rounding), the same bits on every rank;
+    through ring, the bits of mpicoll's ring allreduce (the unsharded manager's). Parameters are
+    waited for before the steps, or on demand by the callbacks (step 1)."""
+    manager, grads, params = sharded(algorithm, policy)
+    assert len(manager.buckets) > 2
+    mpi_own = {k: v.astype("f8") for k, v in params.items()}
+    ring = {k: v.copy() for k, v in params.items()}
+    p = WORLD.Get_size()
+    for step in range(3):
+        values = gradients(step)
+        order = list(np.random.default_rng([WORLD.Get_rank(), step]).permutation(list(grads)))
+        steps = callbacks(grads, values, order)
+        if step == 1:  # a callback asks for the parameters it reads
+            steps.insert(0, lambda: manager.gathered(*params) and None)
+        seen = []
+        metrics = manager.run(steps, sgd(seen), on_demand=step == 1)
+        assert metrics.t_overall >= metrics.t_compute >= 0
+        assert seen == list(range(len(manager.buckets)))
+        assert all(np.array_equal(grads[k], values[k]) for k in grads)  # read, never written
+        for k, v in values.items():
+            total = v.astype("f8")
+            WORLD.Allreduce(MPI.IN_PLACE, total)
+            mpi_own[k] -= 0.5 * (total / p)
+        if algorithm == "ring":
+            for k, g in expected(manager, values).items():
+                ring[k] -= 0.5 * g
+    manager.gathered()
+    close = all(np.allclose(params[k], mpi_own[k], rtol=1e-4, atol=1e-5) for k in params)
+    assert_everywhere(WORLD, close, "sharded steps != MPI_Allreduce, then the update")
+    assert all(same_on_all_ranks(WORLD, v) for v in params.values())
+    if algorithm == "ring":
+        assert_everywhere(WORLD, all(np.array_equal(params[k], ring[k]) for k in params),
+                          "sharded ring != ring allreduce, then the update")
+
+
+def test_sharded_compression_is_the_compressed_reduce_scatters():
+    """int8 with error feedback, one state per bucket: each step's averaged gradient shard has
+    the bits of ``reduce_scatter`` of the bucket divided by p, with an ErrorFeedback of its own
+    carried across the steps; the parameters stay the same bits on every rank."""
+    make = lambda: codecs.ErrorFeedback(codecs.get("int8"))  # noqa: E731
+    manager, grads, params = sharded(codec=make)
+    mine = [make() for _ in manager.buckets]
+    p, me = WORLD.Get_size(), WORLD.Get_rank()
+    for step in range(2):
+        values = gradients(step)
+        manager.run(callbacks(grads, values, list(grads)), sgd([]))
+        ok = True
+        for b, feedback, shard in zip(manager.buckets, mine, manager.shards):
+            flat = np.concatenate([values[manager.names[i]] for i in b.members]) * np.float32(1 / p)
+            counts = [len(c) for c in np.array_split(np.arange(flat.size), p)]
+            want = mpicoll.reduce_scatter(flat, codec=feedback, counts=counts)
+            ok &= want.tobytes() == shard.grads.tobytes() and shard.start == sum(counts[:me])
+        assert_everywhere(WORLD, ok, f"step {step}: compressed shards != reduce_scatter's")
+    manager.gathered()
+    assert all(same_on_all_ranks(WORLD, v) for v in params.values())
+
+
+def test_sharded_bad_use_is_refused_on_every_rank():
+    grads = gradients(0)
+    params = {k: np.zeros_like(v) for k, v in grads.items()}
+    if WORLD.Get_rank() == WORLD.Get_size() - 1:
+        params["layer1"] = np.zeros(29_999, "f4")
+    with pytest.raises(ValueError, match=f"rank {WORLD.Get_size() - 1}: param 'layer1'"):
+        ShardedBucketManager(grads, params)
+    params["layer1"] = np.zeros(30_000, "f4")
+    with pytest.raises(ValueError, match="sparse"):
+        ShardedBucketManager(grads, params, codec="topk")
+    manager = ShardedBucketManager(grads, params)
+    with pytest.raises(TypeError):
+        manager.run(callbacks(grads, gradients(1), list(grads)))  # no update
+    other = WORLD.Dup()
+    with pytest.raises(RuntimeError, match="cannot move to another communicator"):
+        manager.on(other)
+    other.Free()
+    manager.run(callbacks(grads, gradients(1), list(grads)), sgd([]))  # still runs
+    manager.gathered()
+    assert all(same_on_all_ranks(WORLD, v) for v in params.values())
+
+
+def test_sharded_steps_leave_a_reduce_scatter_and_an_allgather_record_per_bucket():
+    manager, grads, _ = sharded()
+    n = len(manager.buckets)
+    with timing.recording() as rec:
+        for step in range(2):
+            manager.run(callbacks(grads, gradients(step), list(grads)), sgd([]))
+        manager.gathered()
+    assert sorted(r.collective for r in rec.records) == 2 * n * ["allgather"] + 2 * n * ["reduce_scatter"]
+    assert all(r.t1 >= r.t0 and r.ranks == WORLD.size for r in rec.records)
+    assert [r.count for r in rec.records if r.collective == "allgather"] == \
+        2 * [len(s.params) for s in manager.shards]

@@ -363,11 +363,15 @@ def test_in_place_off_the_root_is_refused():
 
 
 def test_timing_records_name_the_collective():
-    """A timing record per call, naming the collective; nbytes is the buffer's."""
+    """A timing record per call, naming the collective; nbytes is the buffer's. A persistent
+    call leaves none, as allreduce_init's."""
     from mpicoll import timing
     with timing.recording() as recorder:
         mpicoll.bcast(np.ones(100, "f8"), algorithm="binomial")
         mpicoll.reduce(np.ones(50, "f4"), algorithm="native")
+        persistent = mpicoll.bcast_init(np.ones(10, "f4"), algorithm="binomial")
+        persistent.start()
+        persistent.wait()
     seen = [(r.collective, r.algorithm, r.count, r.nbytes, r.seconds > 0)
             for r in recorder.records]
     expected = [("bcast", "binomial", 100, 800, True), ("reduce", "native", 50, 200, True)]
