@@ -23,14 +23,13 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-import numpy as np
 from mpi4py import MPI
 
 from . import blockwise, timing
 from ._array import Array, array_module, writeable
 from .fault import ProcessFailedError
-from .overlap import DEFAULT_BUCKET_BYTES, DEFAULT_FIRST_BUCKET_BYTES, BucketManager, CodecSpec, \
-    Metrics, TensorRef, Bucket
+from .overlap import DEFAULT_BUCKET_BYTES, DEFAULT_FIRST_BUCKET_BYTES, Bucket, BucketManager, \
+    CodecSpec, Metrics, TensorRef
 from .persistent import PersistentRequest
 from .request import Request
 
@@ -81,7 +80,8 @@ class ShardedBucketManager(BucketManager):
         self._gathers: list[PersistentRequest] = []
         self.shards: list[Shard] = []
         for b in self.buckets:
-            counts = [len(block) for block in np.array_split(np.arange(b.flat.size), p)]
+            each, extra = divmod(b.flat.size, p)  # np.array_split's blocks
+            counts = [each + (r < extra) for r in range(p)]
             start = sum(counts[:me])
             whole = array_module(b.flat).empty_like(b.flat)
             for i, offset in zip(b.members, b.offsets):
