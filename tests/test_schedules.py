@@ -352,3 +352,55 @@ def test_compressed_reduce_scatter_and_allgather_lose_nothing_with_feedback(code
                 np.testing.assert_allclose(outs[0][lo:hi] + residuals[r], inputs[r] + owed[r],
                                            rtol=0, atol=1e-9)
             owed = [residual.copy() for residual in residuals]
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 6, 8, 9, 12])
+def test_hybrid_allgather_and_reduce_scatter_on_every_layout(p):
+    """hybrid's allgather and reduce_scatter (rings of same-local-rank peers between nodes, an
+    exchange inside each node; ring's plan elsewhere), equal and uneven blocks, an empty one
+    among them, on every layout: every block where it belongs, exact."""
+    rng = np.random.default_rng(p)
+    for nodes in dict.fromkeys(layouts(p)):
+        for sizes in ((5,) * p, tuple(int(n) for n in rng.integers(0, 7, p - 1)) + (0,)):
+            total = sum(sizes)
+            scatter = Options(1 << 18, np.dtype("f8").str, "reduce_scatter", sizes)
+            schedules = [build_schedule("hybrid", Layout(r, p, nodes), total, scatter)
+                         for r in range(p)]
+            inputs = [rng.integers(-5, 6, total).astype("f8") for _ in range(p)]
+            outs = simulate(schedules, inputs, SUM, recv_sizes=list(sizes))
+            np.testing.assert_array_equal(np.concatenate(outs), np.sum(inputs, axis=0),
+                                          err_msg=f"reduce_scatter {nodes} {sizes}")
+            gather = Options(1 << 18, np.dtype("f8").str, "allgather", sizes)
+            schedules = [build_schedule("hybrid", Layout(r, p, nodes), sizes[r], gather)
+                         for r in range(p)]
+            inputs = [rng.integers(-5, 6, n).astype("f8") for n in sizes]
+            outs = simulate(schedules, inputs, SUM, recv_sizes=[total] * p)
+            for out in outs:
+                np.testing.assert_array_equal(out, np.concatenate(inputs),
+                                              err_msg=f"allgather {nodes} {sizes}")
+            if len(nodes) > 1 and len({len(n) for n in nodes}) == 1 and len(nodes[0]) > 1:
+                assert "node" in schedules[0].phases  # (its own plan, not ring's)
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reduce_scatter"])
+@pytest.mark.parametrize("nodes", [((0, 1), (2, 3)), ((0, 1), (2, 3), (4, 5)), ((0, 1, 2), (3, 4, 5))])
+def test_hybrid_blocks_cross_nodes_less_than_a_flat_ring(collective, nodes):
+    """Elements each node sends to the others: L(N-1) blocks for hybrid, NL-1 for ring (whose
+    ranks are numbered node by node, so each node has one ring edge out)."""
+    p, block = sum(map(len, nodes)), 10
+    home = {r: k for k, n in enumerate(nodes) for r in n}
+
+    def sent_out(name):
+        count = block if collective == "allgather" else block * p
+        options = Options(1 << 18, np.dtype("f8").str, collective)
+        out = [0] * len(nodes)
+        for r in range(p):
+            for round_ in build_schedule(name, Layout(r, p, nodes), count, options).rounds:
+                for t in round_.transfers:
+                    if isinstance(t, Send) and home[t.peer] != home[r]:
+                        out[home[r]] += t.region.stop - t.region.start
+        return out
+
+    L, N = len(nodes[0]), len(nodes)
+    assert sent_out("hybrid") == [L * (N - 1) * block] * N
+    assert sent_out("ring") == [(N * L - 1) * block] * N

@@ -11,6 +11,7 @@ rounds depend on the data (sparse frames, whose sizes are known only once encode
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ..codecs import Codec
 
 __all__ = ["Algorithm", "Layout", "Options", "Frames", "build_schedule", "prologue",
-           "from_rank_zero"]
+           "block_bounds", "from_rank_zero"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,14 @@ def prologue(b: Builder, size: int, count: int, feedback: bool, average: bool,
                               Region("residual", *everything)), Zero(Region("residual", *everything))])
         src = into
     return src
+
+
+def block_bounds(options: Options, count: int, p: int) -> list[tuple[int, int]]:
+    """Rank i's block ``[start, stop)`` of an allgather's ``recv`` or a reduce_scatter's input:
+    ``count`` is this rank's block (allgather) or every block (reduce_scatter), uneven blocks
+    are ``options.counts``."""
+    sizes = options.counts or (count if options.collective == "allgather" else count // p,) * p
+    return list(zip(itertools.accumulate(sizes, initial=0), itertools.accumulate(sizes)))
 
 
 def from_rank_zero(b: Builder, me: int, root: int, count: int) -> None:

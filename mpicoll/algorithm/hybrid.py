@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule import Builder, BufferName, Copy, Local, Region, Transfer, split
+from ..schedule import Builder, BufferName, Copy, Local, Recv, Reduce, Region, Send, Transfer, split
 from . import node_leaders, ring, shm
-from .base import Algorithm, Frames, Layout, Options
+from .base import Algorithm, Frames, Layout, Options, block_bounds
 
 
 PIPELINE_BYTES = 512 << 10
@@ -34,6 +34,9 @@ link busy for much longer than a round's own cost."""
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
+    if options.collective != "allreduce":
+        blocks(b, layout, count, options, src, frames)
+        return
     if len({len(n) for n in layout.nodes}) > 1:
         node_leaders.plan(b, layout, count, options, src, frames)
         return
@@ -56,6 +59,62 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
     if pieces is not None:
         with b.phase("node"):
             shm.allgather(b, node, me, pieces)
+
+
+def blocks(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
+           frames: Frames | None) -> None:
+    """allgather and reduce_scatter over equal nodes of L ranks: the rings of same-local-rank
+    peers carry only their own ranks' blocks between nodes, and the node's ranks exchange the
+    rest inside it. Each link then carries L(N-1) blocks each way, where a flat ring of N·L
+    ranks (numbered node by node) sends N·L-1 through it. A codec, unequal nodes, one node or
+    one rank per node: ring's plan across all ranks."""
+    node, me = shm.node_of(layout)
+    if frames is not None or len({len(n) for n in layout.nodes}) > 1 or len(node) == 1 \
+            or len(layout.nodes) == 1:
+        ring.plan(b, layout, count, options, src, frames)
+        return
+    bounds = block_bounds(options, count, layout.size)
+    peers = [n[me] for n in layout.nodes]
+    position = layout.nodes.index(node)
+    if options.collective == "allgather":
+        with b.phase("inter-node"):
+            b.round(local=[Copy(Region("recv", *bounds[layout.rank]), Region(src, 0, count))])
+            for transfers, local in ring.allgather_steps(peers, position, [bounds[r] for r in peers]):
+                b.round(transfers, local)
+        with b.phase("node"):  # every node's block of my ring out, theirs in
+            b.round([t for m, other in enumerate(node) if m != me for n in layout.nodes
+                     for t in (Send(other, Region("recv", *bounds[n[me]])),
+                               Recv(other, Region("recv", *bounds[n[m]])))])
+        return
+    # reduce_scatter: tmp holds the ring's scratch, then what the node's ranks send me, then my
+    # ring's blocks summed over the node, at their own offsets
+    width = max(hi - lo for lo, hi in bounds)
+    base = count if src == "tmp" else 0  # (an average's scaled input is in tmp already)
+    inbox = base + 3 * width
+    sums = inbox + (len(node) - 1) * len(layout.nodes) * width
+    b.tmp(sums + count)
+    others = [(m, other) for m, other in enumerate(node) if m != me]
+
+    def received(j: int, k: int, n: tuple[int, ...]) -> Region:
+        lo, hi = bounds[n[me]]
+        start = inbox + (j * len(layout.nodes) + k) * width
+        return Region("tmp", start, start + hi - lo)
+
+    with b.phase("node"):
+        b.round([t for j, (m, other) in enumerate(others) for k, n in enumerate(layout.nodes)
+                 for t in (Send(other, Region(src, *bounds[n[m]])), Recv(other, received(j, k, n)))])
+        summed: list[Local] = []
+        for k, n in enumerate(layout.nodes):
+            lo, hi = bounds[n[me]]
+            total, first = Region("tmp", sums + lo, sums + hi), Region(src, lo, hi)
+            for j in range(len(others)):
+                summed.append(Reduce(total, first if j == 0 else total, received(j, k, n)))
+        b.round(local=summed)
+    with b.phase("inter-node"):
+        chunks = [(sums + lo, sums + hi) for lo, hi in (bounds[r] for r in peers)]
+        for transfers, steps in ring.reduce_scatter_block_steps(peers, position, chunks, "tmp",
+                                                                base):
+            b.round(transfers, steps)
 
 
 Stage = tuple[list[Transfer], list[Local], list[Local]]
@@ -96,4 +155,5 @@ def pipelined(b: Builder, node: tuple[int, ...], me: int, pieces: shm.Pieces, pe
 
 ALGORITHM = Algorithm("hybrid", "shared memory inside each node, rings of same-local-rank peers between nodes",
                       plan=plan, compresses=frozenset({"dense"}), needs_commutative=True,
-                      compresses_in_node=False, tunables=("MPICOLL_TREE_SEGMENT",))
+                      compresses_in_node=False, tunables=("MPICOLL_TREE_SEGMENT",),
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))

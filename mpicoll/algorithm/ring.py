@@ -20,12 +20,10 @@ reduce-scatters around the ring, then every rank sends its chunk to the root,
 
 from __future__ import annotations
 
-import itertools
-
 from ..schedule import Builder, BufferName, Copy, Local, Recv, Reduce, Region, Send, Transfer, \
     split
 from . import compressed_ring
-from .base import Algorithm, Frames, Layout, Options
+from .base import Algorithm, Frames, Layout, Options, block_bounds
 
 
 Step = tuple[list[Transfer], list[Local]]
@@ -52,22 +50,23 @@ def reduce_scatter_steps(group: list[int], me: int, chunks: list[tuple[int, int]
 
 
 def reduce_scatter_block_steps(group: list[int], me: int, chunks: list[tuple[int, int]],
-                               src: BufferName) -> list[Step]:
+                               src: BufferName, tmp: int = 0) -> list[Step]:
     """:func:`reduce_scatter_steps` for a ``recv`` that holds only member ``me``'s chunk (the
     collective ``reduce_scatter``): a step's partial sums go to ``tmp`` (two slots after the
-    receive slot, one written while the other is sent), the last step's into ``recv``."""
+    receive slot, from element ``tmp`` on, one written while the other is sent), the last
+    step's into ``recv``."""
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
     n = max(hi - lo for lo, hi in chunks)
 
     def partial(step: int, chunk: tuple[int, int]) -> Region:
-        slot = n * (1 + step % 2)
+        slot = tmp + n * (1 + step % 2)
         return Region("tmp", slot, slot + chunk[1] - chunk[0])
 
     steps: list[Step] = []
     for step in range(p - 1):
         out, into = chunks[(me - step - 1) % p], chunks[(me - step - 2) % p]
-        scratch = Region("tmp", 0, into[1] - into[0])
+        scratch = Region("tmp", tmp, tmp + into[1] - into[0])
         sent = Region(src, *out) if step == 0 else partial(step - 1, out)
         result = Region("recv", 0, into[1] - into[0]) if step == p - 2 else partial(step, into)
         steps.append(([Recv(left, scratch), Send(right, sent)],
@@ -161,9 +160,7 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
             b.round([Recv(r, Region("recv", *chunks[r])) for r in group if r != root]
                     if me == root else [Send(root, Region("recv", *chunks[me]))])
         return
-    # count: this rank's block (allgather) or every block (reduce_scatter); block i is rank i's
-    sizes = options.counts or (count if options.collective == "allgather" else count // p,) * p
-    blocks = list(zip(itertools.accumulate(sizes, initial=0), itertools.accumulate(sizes)))
+    blocks = block_bounds(options, count, p)
     if frames is not None:  # a dense codec's frames travel
         if options.collective == "allgather":
             compressed_ring.allgather_blocks(b, group, me, blocks, Region(src, 0, count), frames)
@@ -176,7 +173,7 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
             for transfers, local in allgather_steps(group, me, blocks):
                 b.round(transfers, local)
     else:  # reduce_scatter: this rank's block of the result is all of recv
-        b.tmp(3 * max(sizes))
+        b.tmp(3 * max(hi - lo for lo, hi in blocks))
         with b.phase("reduce-scatter"):
             for transfers, local in reduce_scatter_block_steps(group, me, blocks, src):
                 b.round(transfers, local)
