@@ -431,9 +431,8 @@ def _train(s: Settings, comm: MPI.Intracomm, emit: Callable[[str], object]) -> d
             digests[step:] = [hashlib.sha256(model.flat.tobytes()).hexdigest()]
         if death is not None:
             death.join()  # ("during": it dies in this step, if not yet at its end)
-        step_s[step], compute_s[step] = metrics.t_overall, metrics.t_compute + update
-        if shards is None:
-            step_s[step] += update
+        compute_s[step] = metrics.t_compute + update
+        step_s[step] = metrics.t_overall + (update if shards is None else 0.0)  # (sharded: in it)
 
     def after_step(step: int, comm: MPI.Intracomm) -> None:
         """Accuracies at the end of an epoch, the losses averaged over ranks now and then."""
@@ -554,7 +553,8 @@ def summary(r: dict[str, Any]) -> str:
         f"# {d['name']}: {d['train']} train / {d['test']} test samples, {d['per_rank']} per rank"
         f" ({d['left_out']} left out), global batch {d['global_batch']}, {r['steps']} steps",
         f"# buckets (layers): {r['buckets']}, {sharding}policy {s['policy']}, codec "
-        f"{s['codec'] or 'none'}, algorithm {s['algorithm']} (ran {', '.join(r['algorithms_ran'])})",
+        f"{s['codec'] or 'none'}, algorithm {s['algorithm']} "
+        f"(ran {', '.join(r['algorithms_ran'])})",
         f"# optimizer: SGD, momentum {s['momentum']:g}; its state per rank: "
         f"{', '.join(_bytes(n) for n in r['optimizer_bytes'])}",
         f"# loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}; train accuracy "

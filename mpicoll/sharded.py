@@ -73,6 +73,7 @@ class ShardedBucketManager(BucketManager):
                          first_bucket_bytes=first_bucket_bytes, op=op, algorithm=algorithm,
                          codec=codec, progress=progress)
         self.params = self._matching(params)
+        self._param_index = {id(a): i for i, a in enumerate(self.params)}
         p, me = self.comm.Get_size(), self.comm.Get_rank()
         self._counts: list[list[int]] = []
         self._wholes: list[Array] = []  # each bucket's parameters, gathered in place
@@ -236,7 +237,5 @@ class ShardedBucketManager(BucketManager):
         return arrays
 
     def _lookup_param(self, t: TensorRef) -> int:
-        for i, p in enumerate(self.params):
-            if p is t:
-                return i
-        return self._lookup(t)
+        i = self._param_index.get(id(t))
+        return self._lookup(t) if i is None else i

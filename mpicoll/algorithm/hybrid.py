@@ -79,7 +79,8 @@ def blocks(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
     if options.collective == "allgather":
         with b.phase("inter-node"):
             b.round(local=[Copy(Region("recv", *bounds[layout.rank]), Region(src, 0, count))])
-            for transfers, local in ring.allgather_steps(peers, position, [bounds[r] for r in peers]):
+            mine = [bounds[r] for r in peers]
+            for transfers, local in ring.allgather_steps(peers, position, mine):
                 b.round(transfers, local)
         with b.phase("node"):  # every node's block of my ring out, theirs in
             b.round([t for m, other in enumerate(node) if m != me for n in layout.nodes
@@ -89,8 +90,7 @@ def blocks(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
     # reduce_scatter: tmp holds the ring's scratch, then what the node's ranks send me, then my
     # ring's blocks summed over the node, at their own offsets
     width = max(hi - lo for lo, hi in bounds)
-    base = count if src == "tmp" else 0  # (an average's scaled input is in tmp already)
-    inbox = base + 3 * width
+    inbox = 3 * width
     sums = inbox + (len(node) - 1) * len(layout.nodes) * width
     b.tmp(sums + count)
     others = [(m, other) for m, other in enumerate(node) if m != me]
@@ -102,7 +102,8 @@ def blocks(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
 
     with b.phase("node"):
         b.round([t for j, (m, other) in enumerate(others) for k, n in enumerate(layout.nodes)
-                 for t in (Send(other, Region(src, *bounds[n[m]])), Recv(other, received(j, k, n)))])
+                 for t in (Send(other, Region(src, *bounds[n[m]])),
+                           Recv(other, received(j, k, n)))])
         summed: list[Local] = []
         for k, n in enumerate(layout.nodes):
             lo, hi = bounds[n[me]]
@@ -112,8 +113,7 @@ def blocks(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
         b.round(local=summed)
     with b.phase("inter-node"):
         chunks = [(sums + lo, sums + hi) for lo, hi in (bounds[r] for r in peers)]
-        for transfers, steps in ring.reduce_scatter_block_steps(peers, position, chunks, "tmp",
-                                                                base):
+        for transfers, steps in ring.reduce_scatter_block_steps(peers, position, chunks, "tmp"):
             b.round(transfers, steps)
 
 

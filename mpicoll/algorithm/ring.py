@@ -50,23 +50,22 @@ def reduce_scatter_steps(group: list[int], me: int, chunks: list[tuple[int, int]
 
 
 def reduce_scatter_block_steps(group: list[int], me: int, chunks: list[tuple[int, int]],
-                               src: BufferName, tmp: int = 0) -> list[Step]:
+                               src: BufferName) -> list[Step]:
     """:func:`reduce_scatter_steps` for a ``recv`` that holds only member ``me``'s chunk (the
     collective ``reduce_scatter``): a step's partial sums go to ``tmp`` (two slots after the
-    receive slot, from element ``tmp`` on, one written while the other is sent), the last
-    step's into ``recv``."""
+    receive slot, one written while the other is sent), the last step's into ``recv``."""
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
     n = max(hi - lo for lo, hi in chunks)
 
     def partial(step: int, chunk: tuple[int, int]) -> Region:
-        slot = tmp + n * (1 + step % 2)
+        slot = n * (1 + step % 2)
         return Region("tmp", slot, slot + chunk[1] - chunk[0])
 
     steps: list[Step] = []
     for step in range(p - 1):
         out, into = chunks[(me - step - 1) % p], chunks[(me - step - 2) % p]
-        scratch = Region("tmp", tmp, tmp + into[1] - into[0])
+        scratch = Region("tmp", 0, into[1] - into[0])
         sent = Region(src, *out) if step == 0 else partial(step - 1, out)
         result = Region("recv", 0, into[1] - into[0]) if step == p - 2 else partial(step, into)
         steps.append(([Recv(left, scratch), Send(right, sent)],
