@@ -456,7 +456,7 @@ def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: c
     if _measured(which, nbytes, mpi_can, op.commutative, ctx) is not None:
         return None  # (what tune measured on this layout decides)
     shortlist = _shortlist(which, nbytes > own_up_to(which), mpi_can, op.commutative,
-                           threads_allow(), registry.generation())
+                           threads_allow(), len(ctx.layout.nodes) == 1, registry.generation())
     if len(shortlist) < 2:
         return None
     return (select.size_class(nbytes), which.name, dtype.str, op.name), shortlist
@@ -464,16 +464,17 @@ def _key(which: collective.Collective, dtype: Any, op: ops.Op, path: Any, ctx: c
 
 @lru_cache(maxsize=256)
 def _shortlist(which: collective.Collective, every: bool, mpi_can: bool, commutative: bool,
-               threads: bool, generation: int) -> tuple[str, ...]:
+               threads: bool, one_node: bool, generation: int) -> tuple[str, ...]:
     """What ``auto``'s trials try: MPI's own two calls first (ties go to them; the blocking
     one only where threads allow it), then, above :func:`own_up_to` (``every``), every
-    algorithm that plans the collective and takes the op. Cached per registry
-    ``generation``: a call's choice costs a lookup."""
+    algorithm that plans the collective, takes the op and runs on this many nodes. Cached
+    per registry ``generation``: a call's choice costs a lookup."""
     own = tuple(sorted((a.name for a in registry.registered(which.name)
                         if a.mpi and mpi_can and (threads or not a.blocks)),
                        key=lambda name: not registry.get(name, which.name).blocks))
     return own + (tuple(a.name for a in registry.registered(which.name)
-                        if not a.mpi and (commutative or not a.needs_commutative))
+                        if not a.mpi and (commutative or not a.needs_commutative)
+                        and (one_node or not a.one_node))
                   if every else ())
 
 

@@ -447,7 +447,8 @@ class LoweredBlocks:
 
     __slots__ = ("key", "comm", "algorithm_arg", "which", "send_arg", "recv_arg", "op_arg",
                  "counts_arg", "counts", "root", "result", "dtype", "ctx", "op", "kind",
-                 "kind_bits", "tags", "post", "blocks", "bound", "schedule", "watch")
+                 "kind_bits", "tags", "post", "blocks", "bound", "schedule", "watch", "window",
+                 "memory")
 
     def __init__(self, args: tuple, send: np.ndarray, recv: np.ndarray, ctx: Context, op: Op,
                  algorithm: Algorithm, kind: tuple, kind_bits: int, options: Options,
@@ -464,6 +465,7 @@ class LoweredBlocks:
         self.post: Any = None
         self.bound: tuple = ()
         self.schedule: Any = None
+        self.window = self.memory = None
         self.blocks = algorithm.blocks  # MPI's blocking call (nothing else is in flight)
         if algorithm.mpi:  # (its buffers with their datatype: mpi4py reads those faster)
             post, args = own_call(ctx.comm, self.which, send, recv, op, options.counts,
@@ -476,9 +478,14 @@ class LoweredBlocks:
                 args = tuple([a, mpi_type] if isinstance(a, np.ndarray) else a for a in args)
             self.post = post, args
         elif plan is not None and plan.lowered is not None:
-            self.schedule = plan.schedule
-            tmp = np.empty(plan.schedule.tmp_count, recv.dtype)
-            self.bound = bind(plan.lowered, (send, recv, tmp, None))
+            schedule = self.schedule = plan.schedule
+            tmp = np.empty(schedule.tmp_count, recv.dtype)
+            node = None
+            if schedule.node_count:  # the window the full path just bound
+                self.window = ctx.node_window(schedule.node)
+                self.memory = self.window.memory
+                node = self.window.view(recv.dtype, schedule.node_count)
+            self.bound = bind(plan.lowered, (send, recv, tmp, node), self.window)
         else:
             self.comm = _NEVER
 
@@ -493,8 +500,7 @@ class LoweredBlocks:
         if args[2] is None and not _off_root(options, ctx) or type(recv) is not np.ndarray \
                 or type(send) is not np.ndarray \
                 or check.every_call or timing.active() is not None or watchdog.running() \
-                or (plan is None and not algorithm.mpi) \
-                or (plan is not None and plan.schedule.node_count):
+                or (plan is None and not algorithm.mpi):
             return None
         return LoweredBlocks(args, send, recv, ctx, op, algorithm, kind, kind_bits, options,
                              plan, watch)
@@ -528,6 +534,8 @@ class LoweredBlocks:
                 or (recvbuf is not None and recvbuf.dtype is not self.dtype) \
                 or (sendbuf is not MPI.IN_PLACE and sendbuf.dtype is not self.dtype):
             return None
+        if self.window is not None and self.window.memory is not self.memory:
+            return None  # the window grew since: every rank must use the new one
         ctx, watch = self.ctx, self.watch
         if inflight.in_flight and inflight.concerns(ctx):  # the engine must drive them
             return None

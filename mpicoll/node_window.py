@@ -24,7 +24,8 @@ bits. So each collective *stamps* its first barrier: every rank writes its tag (
 kind and the collective's sequence number) into its slot of a small window of its own before
 the barrier, and compares every rank's slot after it, before it reads anything of theirs. One
 slot per rank is enough because every collective in the window passes at least two barriers
-(shm's pipeline has three stages, hybrid two node stages; ``Builder.build`` asserts it): no rank
+(shm's allreduce and reduce pipeline three stages, its two-stage collectives end with a barrier,
+hybrid has two node stages; ``Builder.build`` asserts it): no rank
 stamps the next collective before every rank has entered this one's second barrier, after
 reading the stamps.
 """

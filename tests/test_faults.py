@@ -38,7 +38,9 @@ FORMS = [("persistent", "ring", "rounds"), ("persistent", "shm", "rounds"),
          ("comm", "hybrid", "rounds"), ("buckets", "rd", "rounds"),
          ("buckets", "ring+fp16", "before"), ("buckets", "shm", "rounds"),
          ("allgather", "ring", "before"), ("allgather", "native", "before"),
-         ("reduce_scatter", "ring", "before"), ("reduce_scatter", "native", "before")]
+         ("reduce_scatter", "ring", "before"), ("reduce_scatter", "native", "before"),
+         ("reduce_scatter", "shm", "before"), ("bcast", "shm", "before"),
+         ("reduce", "shm", "before")]
 
 _STAGE = re.compile(r"^stage (\d) of (\d) ranks, rank (\d) died: (\[.*\])$", re.M)
 

@@ -235,6 +235,39 @@ def test_shared_memory_pipelines_without_races_two_calls_in_a_row(monkeypatch, n
         assert window <= (2 + 4 / k) * shm.CHUNK_BYTES + 6 * 64
 
 
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 6])
+def test_shared_memory_reduce_scatter_bcast_and_reduce_twice_in_a_row(monkeypatch, p):
+    """shm's reduce_scatter (equal and uneven blocks, an empty one among them), bcast and
+    reduce (every root, in place at the root too), in many pipelined rounds: exact, and no race
+    between one call's last rounds and the next call's first."""
+    monkeypatch.setattr(shm, "CHUNK_BYTES", 256)
+    nodes = (tuple(range(p)),)
+    rng = np.random.default_rng(p)
+
+    def schedules(count, options):
+        once = [build_schedule("shm", Layout(r, p, nodes), count, options) for r in range(p)]
+        assert all(s.messages == 0 for s in once)
+        return once, [dataclasses.replace(s, rounds=s.rounds * 2) for s in once]
+
+    for count in sorted({0, 1, p + 1, 31, 32, 33, 500}):
+        for sizes in ((count,) * p, tuple(int(n) for n in rng.integers(0, 40, p - 1)) + (0,)):
+            inputs = [rng.integers(-5, 6, sum(sizes)).astype("f8") for _ in range(p)]
+            for run_ in schedules(sum(sizes), Options(1, "<f8", "reduce_scatter", sizes)):
+                outs = simulate(run_, inputs, SUM, recv_sizes=list(sizes))
+                np.testing.assert_array_equal(np.concatenate(outs), np.sum(inputs, axis=0),
+                                              err_msg=f"reduce_scatter {sizes}")
+        for root in range(p):
+            inputs = [rng.integers(-5, 6, count).astype("f8") for _ in range(p)]
+            for run_ in schedules(count, Options(1, "<f8", "bcast", root=root)):
+                for out in simulate(run_, inputs, SUM, inplace=True):
+                    np.testing.assert_array_equal(out, inputs[root], err_msg=f"bcast {root}")
+            once, twice = schedules(count, Options(1, "<f8", "reduce", root=root))
+            for run_, inplace in ((once, False), (twice, False), (once, True)):
+                out = simulate(run_, inputs, SUM, inplace=inplace)[root]
+                np.testing.assert_array_equal(out, np.sum(inputs, axis=0),
+                                              err_msg=f"reduce {root} {inplace}")
+
+
 def test_a_missing_barrier_is_a_race():
     """The simulator's race check can fail: shm without the barrier before its copy-out."""
     p, nodes = 3, ((0, 1, 2),)

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from ..schedule import Builder, BufferName, Copy, Local, Reduce, Region, split
-from .base import Algorithm, Frames, Layout, Options
+from .base import Algorithm, Frames, Layout, Options, block_bounds
 
 CHUNK_BYTES = 1 << 20
 """Input per rank per pipeline step; the window holds about (2 + 4/L) times this per rank."""
@@ -43,15 +43,17 @@ class Pieces:
     lays its window out alike."""
 
     def __init__(self, count: int, size: int, me: int, itemsize: int,
-                 chunk_bytes: int | None = None):
+                 chunk_bytes: int | None = None,
+                 slices: list[tuple[int, int]] | None = None):
         chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         assert chunk_bytes <= CHUNK_BYTES
         self.size, self.me = size, me
         chunk = chunk_bytes // itemsize  # elements of one chunk's input
-        slices = split(0, count, size)
+        slices = split(0, count, size) if slices is None else slices
         # Each chunk takes at most ceil(slice / chunks) of each of the L slices: enough chunks
         # that L such pieces of the largest slice fit one input area.
-        chunks = max(1, -(-(slices[0][1] - slices[0][0]) // max(chunk // size, 1)))
+        largest = max(hi - lo for lo, hi in slices)
+        chunks = max(1, -(-largest // max(chunk // size, 1)))
         pieces = [split(lo, hi, chunks) for lo, hi in slices]
         self.slices = slices
         self.chunks = [[p[j] for p in pieces] for j in range(chunks)]
@@ -69,14 +71,19 @@ class Pieces:
         """Elements of the node window the plan uses."""
         return self.size * self.segment
 
-    def copy_in(self, j: int, src: BufferName) -> list[Local]:
-        """Chunk ``j`` of this rank's input into its input area."""
-        base, at = self.me * self.segment + self._inputs[j % 2], 0
-        steps: list[Local] = []
+    def inputs(self, j: int, rank: int | None = None) -> list[tuple[Region, tuple[int, int]]]:
+        """Where chunk ``j``'s pieces lie in the input area of ``rank`` (this one by default),
+        beside where each lies in the whole vector."""
+        base = (self.me if rank is None else rank) * self.segment + self._inputs[j % 2]
+        at, where = 0, []
         for lo, hi in self.chunks[j]:
-            steps.append(Copy(Region("node", base + at, base + at + hi - lo), Region(src, lo, hi)))
+            where.append((Region("node", base + at, base + at + hi - lo), (lo, hi)))
             at += hi - lo
-        return steps
+        return where
+
+    def copy_in(self, j: int, src: BufferName, rank: int | None = None) -> list[Local]:
+        """Chunk ``j`` of this rank's input into the input area of ``rank`` (its own)."""
+        return [Copy(area, Region(src, *span)) for area, span in self.inputs(j, rank)]
 
     def reduce(self, j: int, dst: Region) -> list[Local]:
         """This rank's piece of chunk ``j``, reduced over every rank's input, into ``dst``."""
@@ -131,15 +138,21 @@ def pipelined(b: Builder, node: tuple[int, ...], pieces: Pieces, stages: list[St
 
 
 def reduce_scatter(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces,
-                   src: BufferName) -> None:
-    """Leave ``recv`` at this rank's slice reduced over the node (hybrid's first stage).
+                   src: BufferName, whole: bool = True) -> None:
+    """Leave this rank's slice reduced over the node in ``recv``: at its place in the vector
+    (``whole``: hybrid's first stage) or at its start (the collective ``reduce_scatter``).
 
     Reduced in the window, then copied: reductions stay in host memory for device arrays."""
+    shift = 0 if whole else pieces.slices[me][0]
+
+    def out(j: int) -> Region:
+        lo, hi = pieces.chunks[j][me]
+        return Region("recv", lo - shift, hi - shift)
+
     with b.phase("reduce-scatter"):
         pipelined(b, node, pieces, [
             lambda j: pieces.copy_in(j, src),
-            lambda j: pieces.reduce(j, pieces.result(j))
-            + [Copy(Region("recv", *pieces.chunks[j][me]), pieces.result(j))]])
+            lambda j: pieces.reduce(j, pieces.result(j)) + [Copy(out(j), pieces.result(j))]])
 
 
 def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> None:
@@ -150,17 +163,46 @@ def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> Non
             pieces.copy_out])
 
 
+def bcast(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces) -> None:
+    """The root copies each chunk of ``recv`` into its input area, the others copy it out."""
+    def publish(j: int) -> list[Local]:
+        return pieces.copy_in(j, "recv", root) if me == root else []
+
+    def take(j: int) -> list[Local]:
+        return [] if me == root else [Copy(Region("recv", *span), area)
+                                      for area, span in pieces.inputs(j, root)]
+
+    with b.phase("bcast"):
+        pipelined(b, node, pieces, [publish, take])
+
+
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
     if len(layout.nodes) > 1:
         raise ValueError(f"shm needs every rank on one node; these ranks are on "
                          f"{len(layout.nodes)} (nodes {[list(n) for n in layout.nodes]})")
     node, me = node_of(layout)
-    pieces = Pieces(count, len(node), me, np.dtype(options.dtype).itemsize)
+    itemsize = np.dtype(options.dtype).itemsize
+    kind = options.collective
+    if kind == "reduce_scatter":
+        pieces = Pieces(count, len(node), me, itemsize, slices=block_bounds(options, count, len(node)))
+        reduce_scatter(b, node, me, pieces, src, whole=False)
+        b.round(sync=True)  # its last round reads inputs that the next call's first one writes
+        return
+    pieces = Pieces(count, len(node), me, itemsize)
+    if kind == "bcast":
+        bcast(b, node, me, options.root, pieces)
+        b.round(sync=True)  # as reduce_scatter's
+        return
+    copy_out: Stage = pieces.copy_out
+    if kind == "reduce":
+        def copy_out(j: int) -> list[Local]:
+            return pieces.copy_out(j) if me == options.root else []
     pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
                                 lambda j: pieces.reduce(j, pieces.result(j)),
-                                pieces.copy_out])
+                                copy_out])
 
 
 ALGORITHM = Algorithm("shm", "shared memory inside one node: every rank reduces its slice in place",
-                      plan=plan, one_node=True)
+                      plan=plan, one_node=True,
+                      collectives=frozenset({"allreduce", "reduce_scatter", "bcast", "reduce"}))

@@ -10,10 +10,11 @@ result must equal MPI's own Allreduce exactly, and be the same bits on every ran
 
 import numpy as np
 import pytest
+from mpi4py import MPI
 from helpers import WORLD, assert_agreed, assert_everywhere, data, native
 
 import mpicoll
-from mpicoll import context
+from mpicoll import blockwise, collective, context, ops, transport
 from mpicoll.algorithm import shm
 from mpicoll.topology import node_groups
 
@@ -139,8 +140,20 @@ def test_not_offered_on_several_nodes():
     for nbytes in (8, 1 << 16, 1 << 20, 1 << 26):
         chosen = mpicoll.choose_algorithm(np.empty(nbytes // 4, np.float32))
         assert_everywhere(WORLD, ONE_NODE or chosen != "shm", f"auto chose shm at {nbytes} B")
+    for which in ("reduce_scatter", "bcast", "reduce"):  # what auto's trials try
+        key = blockwise._key(collective.get(which), x.dtype, ops.resolve("sum"),
+                             transport.choose(x), context.of(WORLD), 1 << 24)
+        tried = () if key is None else key[1]  # (one rank: no trials)
+        assert_everywhere(WORLD, ("shm" in tried) == (ONE_NODE and WORLD.Get_size() > 1),
+                          f"{which}'s trials: {tried}")
     if ONE_NODE:
         return
+    try:
+        mpicoll.reduce_scatter(data(WORLD, 4 * WORLD.Get_size(), "f4", "sum"), algorithm="shm")
+        error = None
+    except ValueError as e:
+        error = str(e)
+    assert_everywhere(WORLD, error is not None and "one node" in error, f"no clear error: {error}")
     try:
         mpicoll.allreduce(x, algorithm="shm")
         error = None
@@ -149,3 +162,73 @@ def test_not_offered_on_several_nodes():
     assert_everywhere(WORLD, error is not None and "one node" in error, f"no clear error: {error}")
     exact(WORLD, mpicoll.allreduce(x, algorithm="hybrid"), native(WORLD, x, "sum"),
           f"hybrid on nodes {layout.nodes}")
+
+
+@ON_ONE_NODE
+def test_reduce_scatter_bcast_and_reduce_in_chunks_are_mpis():
+    """shm's other collectives: three pipeline chunks and a ragged end, every root in turn, in
+    a loop on the same arrays (lowered, in the window) with allreduces in the window between:
+    MPI's bits."""
+    p, me, problems = WORLD.Get_size(), WORLD.Get_rank(), []
+    block = shm.CHUNK_BYTES // 4 + 7 * p + 3  # float32: p blocks fill several chunks
+    x = data(WORLD, p * block, "f4", "sum")
+    part, scattered = np.empty(block, "f4"), np.empty(block, "f4")
+    WORLD.Reduce_scatter_block(x, scattered)
+    y = data(WORLD, 2 * shm.CHUNK_BYTES // 8 + 5, "i8", "max", seed=1)
+    buf, out, ref = np.empty_like(y), np.zeros_like(y), np.empty_like(y)
+    for step in range(2 * p + 2):
+        mpicoll.reduce_scatter(x, part, algorithm="shm")
+        if not np.array_equal(part, scattered):
+            problems.append(f"reduce_scatter step {step}")
+        root = step % p
+        buf[:] = y
+        mpicoll.bcast(buf, root, algorithm="shm")
+        ref[:] = y
+        WORLD.Bcast(ref, root)
+        if not np.array_equal(buf, ref):
+            problems.append(f"bcast from {root}")
+        got = mpicoll.reduce(y, out, op="max", root=root, algorithm="shm")
+        WORLD.Reduce(y, ref, MPI.MAX, root)
+        if (me == root) != (got is not None) or me == root and not np.array_equal(out, ref):
+            problems.append(f"reduce to {root}: {got}")
+        if step % 3 == 1:
+            exact(WORLD, mpicoll.allreduce(y, algorithm="shm"), native(WORLD, y, "sum"),
+                  f"allreduce at step {step}")
+    lowered = [call for call in context.known(WORLD).lowered
+               if type(call).__name__ == "LoweredBlocks" and call.window is not None]
+    if p > 1 and len(lowered) < 3:
+        problems.append(f"not lowered in the window: {lowered}")
+    assert_agreed(WORLD, problems, buf)
+
+
+@ON_ONE_NODE
+def test_verified_kinds_of_other_collectives_that_differ_raise():
+    """A reduce_scatter and a reduce of the same arrays, each agreed and lowered: when the last
+    rank calls one and the others the other, the stamps of the first barrier differ and every
+    rank raises MismatchError; the next agreed call is right."""
+    p, me = WORLD.Get_size(), WORLD.Get_rank()
+    if p == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    comm = WORLD.Dup()
+    x = data(comm, 4 * p, "f4", "sum")
+    part, out = np.empty(4, "f4"), np.empty(4 * p, "f4")
+    for _ in range(2):
+        mpicoll.reduce_scatter(x, part, algorithm="shm", comm=comm)
+        mpicoll.reduce(x, out, algorithm="shm", comm=comm)
+    problems = []
+    try:
+        if me == p - 1:
+            mpicoll.reduce(x, out, algorithm="shm", comm=comm)
+        else:
+            mpicoll.reduce_scatter(x, part, algorithm="shm", comm=comm)
+        problems.append("returned")
+    except mpicoll.MismatchError as error:
+        if "stamped different collectives" not in str(error):
+            problems.append(f"unclear: {error}")
+    mpicoll.reduce_scatter(x, part, algorithm="shm", comm=comm)
+    ref = np.empty(4, "f4")
+    comm.Reduce_scatter_block(x, ref)
+    if not np.array_equal(part, ref):
+        problems.append("the call after")
+    comm.Free()
+    assert_everywhere(WORLD, not problems, "; ".join(problems))

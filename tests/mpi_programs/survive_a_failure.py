@@ -7,8 +7,8 @@ Allreduce does; then the next rank dies, on the shrunk communicator.
         ALGORITHM[+CODEC] FORM WHEN [DEATHS [kill]]
 
 FORM: blocking, nonblocking (three iallreduce in flight), persistent (allreduce_init), comm
-(mpicoll.Comm's Allreduce), buckets (a BucketManager's run), allgather, reduce_scatter (the
-blocking calls of those collectives). WHEN: before (the victim dies
+(mpicoll.Comm's Allreduce), buckets (a BucketManager's run), allgather, reduce_scatter, bcast,
+reduce (the blocking calls of those collectives, rooted at rank 0). WHEN: before (the victim dies
 before the call), rounds (the victim starts the collective, progresses it once, and dies:
 between rounds, or in a window barrier). DEATHS (default 2): how many ranks die, one per
 stage: rank 1, then the last rank, then rank 0; the first exits (os._exit), later ones are
@@ -94,6 +94,10 @@ class Collective:
         if form == "reduce_scatter":
             blocks = np.resize(self.x, COUNT - COUNT % self.comm.Get_size())
             return [mpicoll.reduce_scatter(blocks, comm=self.comm, algorithm=algorithm)]
+        if form == "bcast":
+            return [mpicoll.bcast(self.x.copy(), comm=self.comm, algorithm=algorithm)]
+        if form == "reduce":
+            return [mpicoll.reduce(self.x, self.out, comm=self.comm, algorithm=algorithm)]
         if form == "comm":
             self.comm.Allreduce(self.x, self.out)
         else:
