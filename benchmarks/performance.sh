@@ -6,7 +6,7 @@
 #   bash benchmarks/performance.sh tables                   # only the tables, from the files
 #
 # Steps (in this order): local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard
-# collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
+# collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi shm-collectives calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
 # lowercase-p2 emulated-2x2 collectives-2x2 compression-local compression-4x1 compression-2x2 compression-collectives-4x1 overlap-2x1 overlap-2x2, then the
 # tables.
 # Each step writes docs/data/performance/STEP.txt (the tool's output under a provenance header:
@@ -34,7 +34,7 @@ OPY=${OPENMPI_PYTHON:-.venv-openmpi/bin/python}
 OMPI=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
       PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe "$(dirname "$OPY")/mpiexec")
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
-ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 collectives-2x2 compression-local
+ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi shm-collectives calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 collectives-2x2 compression-local
      compression-4x1 compression-2x2 compression-collectives-4x1 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
@@ -154,6 +154,10 @@ for step in "${STEPS[@]}"; do
             "${OMPI[@]}" -n 2 "$OPY" -m mpicoll bench -C bcast,reduce -m 8:64M -f 8 -i 15 --no-progress
             mpi=$mpich
         fi ;;
+    shm-collectives) run "$step" "one node, 2 ranks bound to the cores, then 4 on 2 cores (MPICH told to yield), two launches each: shm's reduce_scatter, bcast and reduce beside ring and MPI's own, from 1 MiB" -- \
+        bash -c 'for n in 2 2 4 4; do how=("$0" -n 2 -bind-to core); (( n == 4 )) && how=("${@:2}" "$0" -n 4)
+            "${how[@]}" "$1" -m mpicoll bench -C reduce_scatter,bcast,reduce -a shm,ring,native-blocking \
+            -m 1M:64M -f 4 -i 21 --no-progress || exit; done' "$MPIEXEC" "$PY" "${YIELD[@]}" ;;
     calls-p1) run "$step" "one rank, 8 B: each kind of call, where nothing travels, beside MPI's own of the same kind" -- \
         "$PY" benchmarks/calls.py -m 8:8 -a ring,rd,native,native-blocking,auto -i 21 ;;
     calls-p2) run "$step" "2 ranks: iallreduce + wait and allreduce_init's start + wait beside MPI's own of the same kind" -- \
