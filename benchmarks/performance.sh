@@ -7,7 +7,7 @@
 #
 # Steps (in this order): local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard
 # collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi shm-collectives calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2
-# lowercase-p2 emulated-2x2 collectives-2x2 compression-local compression-4x1 compression-2x2 compression-collectives-4x1 overlap-2x1 overlap-2x2, then the
+# lowercase-p2 emulated-2x2 collectives-2x2 rooted-2x2 compression-local compression-4x1 compression-2x2 compression-collectives-4x1 overlap-2x1 overlap-2x2, then the
 # tables.
 # Each step writes docs/data/performance/STEP.txt (the tool's output under a provenance header:
 # mpicoll revision, MPI library, versions, cores, the command) and, for the sweeps, STEP.png;
@@ -34,7 +34,7 @@ OPY=${OPENMPI_PYTHON:-.venv-openmpi/bin/python}
 OMPI=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
       PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe "$(dirname "$OPY")/mpiexec")
 EMU=("$PY" benchmarks/emucluster.py --rate 1gbit --timeout 600)
-ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi shm-collectives calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 collectives-2x2 compression-local
+ALL=(local-p2 local-p2-busy local-p4 local-p2-openmpi local-p4-openmpi auto-guard collectives-p2 collectives-p4 collectives-p2-openmpi rooted-p2 rooted-p4 rooted-p2-openmpi shm-collectives calls-p1 calls-p2 cg-p2 cg-p4 monte-carlo-p2 power-p3 lowercase-p2 emulated-2x2 collectives-2x2 rooted-2x2 compression-local
      compression-4x1 compression-2x2 compression-collectives-4x1 overlap-2x1 overlap-2x2)
 STEPS=("$@"); [[ ${#STEPS[@]} -gt 0 ]] || STEPS=("${ALL[@]}")
 
@@ -184,6 +184,9 @@ for step in "${STEPS[@]}"; do
     collectives-2x2) emulated "$step" && ATTEMPTS=2 run "$step" "emulated 2 hosts x 2 ranks, 1 Gbit/s links: allgather and reduce_scatter through auto, ring and hybrid, against MPI's own" -- \
         "${EMU[@]}" --hosts 2 --ranks-per-host 2 -- "$PY" -m mpicoll bench -C allgather,reduce_scatter -m 1M:64M -f 4 -i 5 -x 1 \
         -a auto,ring,hybrid --no-progress ;;
+    rooted-2x2) emulated "$step" && ATTEMPTS=2 run "$step" "emulated 2 hosts x 2 ranks, 1 Gbit/s links: bcast and reduce (rank 0 the root) through auto, binomial, ring and hybrid, against MPI's own" -- \
+        "${EMU[@]}" --hosts 2 --ranks-per-host 2 -- "$PY" -m mpicoll bench -C bcast,reduce -m 1M:64M -f 4 -i 5 -x 1 \
+        -a auto,binomial,ring,hybrid --no-progress ;;
     compression-collectives-4x1) emulated "$step" && ATTEMPTS=2 run "$step" "emulated 4 hosts x 1 rank, 1 Gbit/s links: reduce_scatter and allgather through ring with each codec, against MPI's own of fp32" -- \
         "${EMU[@]}" --hosts 4 --ranks-per-host 1 -- "$PY" -m mpicoll bench -C reduce_scatter,allgather -m 16M:64M -f 2 -i 5 -x 1 \
         -a ring -c none,fp16,bf16,int8,int8+ef --no-progress ;;
@@ -454,6 +457,10 @@ for which in ("allgather", "reduce_scatter"):
     makers[f"collectives-2x2-{which}"] = lambda n, which=which: sweep(
         n, None, (), source="collectives-2x2", section=which)
     SOURCES[f"collectives-2x2-{which}"] = "collectives-2x2"
+for which in ("bcast", "reduce"):
+    makers[f"rooted-2x2-{which}"] = lambda n, which=which: sweep(
+        n, None, (), source="rooted-2x2", section=which)
+    SOURCES[f"rooted-2x2-{which}"] = "rooted-2x2"
 for which in ("reduce_scatter", "allgather"):
     makers[f"compression-collectives-4x1-{which}"] = lambda n, which=which: compression(
         n, which, "compression-collectives-4x1")

@@ -467,14 +467,15 @@ def _shortlist(which: collective.Collective, every: bool, mpi_can: bool, commuta
                threads: bool, one_node: bool, generation: int) -> tuple[str, ...]:
     """What ``auto``'s trials try: MPI's own two calls first (ties go to them; the blocking
     one only where threads allow it), then, above :func:`own_up_to` (``every``), every
-    algorithm that plans the collective, takes the op and runs on this many nodes. Cached
-    per registry ``generation``: a call's choice costs a lookup."""
+    algorithm that plans the collective, takes the op and runs on this many nodes (on one
+    node, none that would run another's plan there). Cached per registry ``generation``: a
+    call's choice costs a lookup."""
     own = tuple(sorted((a.name for a in registry.registered(which.name)
                         if a.mpi and mpi_can and (threads or not a.blocks)),
                        key=lambda name: not registry.get(name, which.name).blocks))
     return own + (tuple(a.name for a in registry.registered(which.name)
                         if not a.mpi and (commutative or not a.needs_commutative)
-                        and (one_node or not a.one_node))
+                        and (not a.one_node if not one_node else not a.across_nodes))
                   if every else ())
 
 

@@ -44,7 +44,7 @@ def test_unknown_collective_says_which_exist():
 def test_the_registry_finds_algorithms_by_collective():
     """Allreduce is the default collective; ring and MPI's own two run allgather,
     reduce_scatter, bcast and reduce too, rd and bruck allgather, rabenseifner reduce_scatter,
-    hybrid both, tree and binomial bcast and reduce, shm all but allgather, the others
+    hybrid every one, tree and binomial bcast and reduce, shm all but allgather, the others
     allreduce only (bruck and
     binomial not allreduce); asking a collective for an algorithm that does not run it says which do."""
     assert names() == names(collective="allreduce") == tuple(a.name for a in registered())
@@ -64,7 +64,7 @@ def test_the_registry_finds_algorithms_by_collective():
                                                         f".*{', '.join(map(repr, runs))}, 'auto'"):
             get("tree", blocks)
     for rooted in ("bcast", "reduce"):
-        runs = ("ring", "tree", "binomial", "shm", "native", "native-blocking")
+        runs = ("ring", "tree", "binomial", "hybrid", "shm", "native", "native-blocking")
         assert names(collective=rooted) == runs and mpicoll.algorithms(rooted) == runs + ("auto",)
         with pytest.raises(UnknownAlgorithmError, match=f"{rooted} has no algorithm 'rd'"):
             get("rd", rooted)

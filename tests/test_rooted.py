@@ -11,3 +11,10 @@ CASES = "tests/mpi/rooted_cases.py"
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 5, 6])
 def test_against_mpis_bcast_and_reduce(run_cases, nprocs):
     run_cases(CASES, nprocs)
+
+
+@pytest.mark.parametrize("nprocs, per_node", [(4, 2), (5, 2), (6, 3)])
+def test_hybrid_on_emulated_nodes(run_cases, nprocs, per_node):
+    """A binomial tree of node leaders and shared memory in each node, on emulated 2+2, 2+2+1
+    and 3+3 nodes (every layout up to 9 ranks is in tests/test_schedules.py)."""
+    run_cases(CASES, nprocs, select="hybrid or auto", env={"MPICOLL_RANKS_PER_NODE": str(per_node)})

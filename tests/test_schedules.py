@@ -268,6 +268,38 @@ def test_shared_memory_reduce_scatter_bcast_and_reduce_twice_in_a_row(monkeypatc
                                               err_msg=f"reduce {root} {inplace}")
 
 
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 6, 7, 9])
+def test_hybrid_bcast_and_reduce_on_every_layout(monkeypatch, p):
+    """hybrid's bcast and reduce (a binomial tree of node leaders, shared memory in each node),
+    every root, on every layout, twice in a row: exact, no race; only the leaders send, a
+    bcast's other leaders each receive the message once."""
+    monkeypatch.setattr(shm, "CHUNK_BYTES", 256)
+    rng = np.random.default_rng(p)
+    for nodes in dict.fromkeys(layouts(p)):
+        for count in sorted({0, 1, p + 1, 33, 500}):
+            for root in range(p):
+                inputs = [rng.integers(-5, 6, count).astype("f8") for _ in range(p)]
+                leaders = {root if root in n else n[0] for n in nodes}
+                for which in ("bcast", "reduce"):
+                    once = [build_schedule("hybrid", Layout(r, p, nodes), count,
+                                           Options(1, "<f8", which, root=root)) for r in range(p)]
+                    twice = [dataclasses.replace(s, rounds=s.rounds * 2) for s in once]
+                    for r, s in enumerate(once):
+                        received = [t for rnd in s.rounds for t in rnd.transfers
+                                    if type(t).__name__ == "Recv"]
+                        assert r in leaders or not received
+                        if which == "bcast" and count and len(nodes) > 1:
+                            assert len(received) == (r in leaders and r != root)
+                    if which == "bcast":
+                        for out in simulate(twice, inputs, SUM, inplace=True):
+                            np.testing.assert_array_equal(out, inputs[root], err_msg=f"{nodes}")
+                        continue
+                    for schedules, inplace in ((once, True), (twice, False)):
+                        out = simulate(schedules, inputs, SUM, inplace=inplace)[root]
+                        np.testing.assert_array_equal(out, np.sum(inputs, axis=0),
+                                                      err_msg=f"reduce {nodes} {root}")
+
+
 def test_a_missing_barrier_is_a_race():
     """The simulator's race check can fail: shm without the barrier before its copy-out."""
     p, nodes = 3, ((0, 1, 2),)

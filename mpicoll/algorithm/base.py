@@ -84,6 +84,8 @@ class Algorithm:
         plain: whether it runs without a codec.
         needs_commutative: whether it reorders operands (a ring starts each chunk elsewhere).
         one_node: whether every rank must share one node.
+        across_nodes: whether it only differs from the others across nodes (on one node it
+            runs shm's or ring's plan): ``auto``'s trials leave it out there.
         compresses_in_node: whether a codec compresses messages inside a node too (hybrid's
             only travel between nodes: on one node it runs plain).
         tunables: environment variables that change its plans.
@@ -104,6 +106,7 @@ class Algorithm:
     plain: bool = True
     needs_commutative: bool = False
     one_node: bool = False
+    across_nodes: bool = False
     compresses_in_node: bool = True
     tunables: tuple[str, ...] = ()
     tags: int = 1

@@ -13,26 +13,34 @@ as MPICH does for non-commutative ops. Cost ⌈lg p⌉(α + nβ + nγ) (+ α + n
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from ..schedule import Builder, BufferName, Recv, Reduce, Region, Send
 from .base import Algorithm, Frames, Layout, Options, from_rank_zero
 
 
-def bcast(b: Builder, p: int, me: int, root: int, count: int) -> None:
-    """Broadcast ``recv[0:count]`` from ``root``."""
+def bcast(b: Builder, p: int, me: int, root: int, count: int,
+          group: Sequence[int] | None = None) -> None:
+    """Broadcast ``recv[0:count]`` from ``root`` (indices into ``group``, the ranks; default:
+    ranks 0 to p - 1)."""
+    rank = group or range(p)
     whole = Region("recv", 0, count)
     relative, mask = (me - root) % p, 1
     while mask < p and not relative & mask:
         mask <<= 1
     if relative:  # (mask: its lowest set bit)
-        b.round([Recv((relative - mask + root) % p, whole)])
+        b.round([Recv(rank[(relative - mask + root) % p], whole)])
     children = [relative + m for m in (1 << k for k in reversed(range(mask.bit_length() - 1)))
                 if relative + m < p]
     if children:
-        b.round([Send((child + root) % p, whole) for child in children])
+        b.round([Send(rank[(child + root) % p], whole) for child in children])
 
 
-def reduce(b: Builder, p: int, me: int, count: int, src: BufferName) -> None:
-    """Reduce ``src[0:count]`` of every rank into ``recv`` of rank 0, in rank order."""
+def reduce(b: Builder, p: int, me: int, count: int, src: BufferName,
+           group: Sequence[int] | None = None) -> None:
+    """Reduce ``src[0:count]`` of every rank into ``recv`` of rank 0, in rank order (indices
+    into ``group``, the ranks; default: ranks 0 to p - 1)."""
+    rank = group or range(p)
     mask, children = 1, []
     while mask < p and not me & mask:
         if me + mask < p:
@@ -46,9 +54,9 @@ def reduce(b: Builder, p: int, me: int, count: int, src: BufferName) -> None:
         for part in parts:
             local.append(Reduce(Region("recv", 0, count), Region(acc, 0, count), part))
             acc = "recv"
-        b.round([Recv(child, part) for child, part in zip(children, parts)], local)
+        b.round([Recv(rank[child], part) for child, part in zip(children, parts)], local)
     if me:
-        b.round([Send(me - mask, Region(acc, 0, count))])
+        b.round([Send(rank[me - mask], Region(acc, 0, count))])
 
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Builder, BufferName, Copy, Local, Recv, Reduce, Region, Send, Transfer, split
-from . import node_leaders, ring, shm
+from . import binomial, node_leaders, ring, shm
 from .base import Algorithm, Frames, Layout, Options, block_bounds
 
 
@@ -34,6 +34,9 @@ link busy for much longer than a round's own cost."""
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
          frames: Frames | None) -> None:
+    if options.collective in ("bcast", "reduce"):
+        rooted(b, layout, count, options, src)
+        return
     if options.collective != "allreduce":
         blocks(b, layout, count, options, src, frames)
         return
@@ -117,6 +120,39 @@ def blocks(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
             b.round(transfers, steps)
 
 
+def rooted(b: Builder, layout: Layout, count: int, options: Options, src: BufferName) -> None:
+    """bcast and reduce on nodes of any sizes: a binomial tree of the node leaders (the root
+    leads its node, the first rank each other one) between nodes, shared memory inside each.
+    A bcast crosses to the other nodes first, then spreads in each; a reduce sums each node
+    into its leader first. The tree is rotated to start at the root's node (the op must
+    commute): lg N whole messages cross the slowest path, as MPI's binomial tree sends them,
+    but never more than one per node pair of every level."""
+    node, me = shm.node_of(layout)
+    root, nodes = options.root, layout.nodes
+    leaders = [root if root in n else n[0] for n in nodes]
+    top = next(k for k, n in enumerate(nodes) if root in n)
+    order = leaders[top:] + leaders[:top]  # the tree's members, the root's node first
+    leads = layout.rank in leaders and len(nodes) > 1
+    lead = node.index(leaders[nodes.index(node)])
+    pieces = shm.Pieces(count, len(node), me, np.dtype(options.dtype).itemsize) \
+        if len(node) > 1 else None
+    if options.collective == "bcast":
+        if leads and count:
+            with b.phase("inter-node"):
+                binomial.bcast(b, len(order), order.index(layout.rank), 0, count, order)
+        if pieces is not None:
+            with b.phase("node"):
+                shm.bcast(b, node, me, lead, pieces)
+        return
+    if pieces is not None:
+        with b.phase("node"):
+            shm.reduce(b, node, me, lead, pieces, src)
+        src = "recv"
+    if leads and count:
+        with b.phase("inter-node"):
+            binomial.reduce(b, len(order), order.index(layout.rank), count, src, order)
+
+
 Stage = tuple[list[Transfer], list[Local], list[Local]]
 """What one pipeline stage does to one chunk: transfers, overlap steps, local steps."""
 
@@ -155,5 +191,7 @@ def pipelined(b: Builder, node: tuple[int, ...], me: int, pieces: shm.Pieces, pe
 
 ALGORITHM = Algorithm("hybrid", "shared memory inside each node, rings of same-local-rank peers between nodes",
                       plan=plan, compresses=frozenset({"dense"}), needs_commutative=True,
-                      compresses_in_node=False, tunables=("MPICOLL_TREE_SEGMENT",),
-                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter"}))
+                      compresses_in_node=False, across_nodes=True,
+                      tunables=("MPICOLL_TREE_SEGMENT",),
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter", "bcast",
+                                             "reduce"}))

@@ -164,7 +164,9 @@ def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> Non
 
 
 def bcast(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces) -> None:
-    """The root copies each chunk of ``recv`` into its input area, the others copy it out."""
+    """Spread ``recv`` of the node's rank ``root`` (an index into ``node``) to the others: it
+    copies each chunk into its input area, they copy it out. A last barrier: the last round
+    reads an input area, which the next call's first round writes."""
     def publish(j: int) -> list[Local]:
         return pieces.copy_in(j, "recv", root) if me == root else []
 
@@ -174,6 +176,19 @@ def bcast(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces)
 
     with b.phase("bcast"):
         pipelined(b, node, pieces, [publish, take])
+        b.round(sync=True)
+
+
+def reduce(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces,
+           src: BufferName) -> None:
+    """Leave ``src`` reduced over the node in ``recv`` of its rank ``root`` (an index into
+    ``node``): allreduce's stages, of which only the root copies out."""
+    def copy_out(j: int) -> list[Local]:
+        return pieces.copy_out(j) if me == root else []
+
+    with b.phase("reduce"):
+        pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
+                                    lambda j: pieces.reduce(j, pieces.result(j)), copy_out])
 
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
@@ -191,16 +206,13 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
         return
     pieces = Pieces(count, len(node), me, itemsize)
     if kind == "bcast":
-        bcast(b, node, me, options.root, pieces)
-        b.round(sync=True)  # as reduce_scatter's
-        return
-    copy_out: Stage = pieces.copy_out
-    if kind == "reduce":
-        def copy_out(j: int) -> list[Local]:
-            return pieces.copy_out(j) if me == options.root else []
-    pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
-                                lambda j: pieces.reduce(j, pieces.result(j)),
-                                copy_out])
+        bcast(b, node, me, node.index(options.root), pieces)
+    elif kind == "reduce":
+        reduce(b, node, me, node.index(options.root), pieces, src)
+    else:
+        pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
+                                    lambda j: pieces.reduce(j, pieces.result(j)),
+                                    pieces.copy_out])
 
 
 ALGORITHM = Algorithm("shm", "shared memory inside one node: every rank reduces its slice in place",

@@ -13,13 +13,23 @@ from helpers import MPI_OPS, WORLD, assert_agreed, data, digest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import context
 from mpicoll.algorithm import registry
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
 OPS = ["sum", "prod", "min", "max"]
-BCAST = mpicoll.algorithms("bcast")
-REDUCE = mpicoll.algorithms("reduce")
+ONE_NODE = len(context.of(WORLD).layout.nodes) == 1
+
+
+def runnable(which):
+    """The algorithms of ``which`` that run here (one-node ones only on one node)."""
+    return [a for a in mpicoll.algorithms(which)
+            if ONE_NODE or a == "auto" or not registry.get(a, which).one_node]
+
+
+BCAST = runnable("bcast")
+REDUCE = runnable("reduce")
 REORDERS = [name for name in REDUCE if name != "auto"
             and registry.get(name, "reduce").needs_commutative]  # ring: reduce-scatter first
 _KEEPS_B = MPI.Op.Create(lambda a, b, t: None, commute=False)  # inout kept: rank order matters

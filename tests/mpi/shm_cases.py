@@ -134,7 +134,9 @@ def test_communicators_that_split_a_node():
 
 def test_not_offered_on_several_nodes():
     """Several (emulated) nodes: auto never runs shm, asking for it fails on every rank before
-    anything is sent, and hybrid still runs shared memory inside each node."""
+    anything is sent, and hybrid still runs shared memory inside each node. auto's trials
+    of the other collectives try shm on one node only, hybrid (which runs another's plan
+    there) on several only."""
     layout = context.of(WORLD).layout
     x = data(WORLD, 1000, "f4", "sum")
     for nbytes in (8, 1 << 16, 1 << 20, 1 << 26):
@@ -144,7 +146,9 @@ def test_not_offered_on_several_nodes():
         key = blockwise._key(collective.get(which), x.dtype, ops.resolve("sum"),
                              transport.choose(x), context.of(WORLD), 1 << 24)
         tried = () if key is None else key[1]  # (one rank: no trials)
-        assert_everywhere(WORLD, ("shm" in tried) == (ONE_NODE and WORLD.Get_size() > 1),
+        several = WORLD.Get_size() > 1
+        assert_everywhere(WORLD, ("shm" in tried) == (ONE_NODE and several)
+                          and ("hybrid" in tried) == (not ONE_NODE and several),
                           f"{which}'s trials: {tried}")
     if ONE_NODE:
         return
