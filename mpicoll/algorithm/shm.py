@@ -200,7 +200,8 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
     itemsize = np.dtype(options.dtype).itemsize
     kind = options.collective
     if kind == "reduce_scatter":
-        pieces = Pieces(count, len(node), me, itemsize, slices=block_bounds(options, count, len(node)))
+        pieces = Pieces(count, len(node), me, itemsize,
+                        slices=block_bounds(options, count, len(node)))
         reduce_scatter(b, node, me, pieces, src, whole=False)
         b.round(sync=True)  # its last round reads inputs that the next call's first one writes
         return

@@ -11,26 +11,17 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import MPI_OPS, WORLD, assert_agreed, data, digest, environment, \
+from helpers import MPI_OPS, WORLD, assert_agreed, data, digest, environment, runnable, \
     slowed_choice_is_tried_again
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import blockwise, context
-from mpicoll.algorithm import get, native
+from mpicoll import blockwise
+from mpicoll.algorithm import native
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
 OPS = ["sum", "prod", "min", "max"]
-ONE_NODE = len(context.of(WORLD).layout.nodes) == 1
-
-
-def runnable(which):
-    """The algorithms of ``which`` that run here (one-node ones only on one node)."""
-    return [a for a in mpicoll.algorithms(which)
-            if ONE_NODE or a == "auto" or not get(a, which).one_node]
-
-
 GATHER = runnable("allgather")
 SCATTER = runnable("reduce_scatter")
 PAIRS = list(itertools.zip_longest(GATHER, SCATTER, fillvalue="auto"))

@@ -14,10 +14,20 @@ from mpi4py import MPI
 import mpicoll
 
 __all__ = ["WORLD", "MPI_OPS", "data", "native", "value_bytes", "same_on_all_ranks",
-           "assert_everywhere", "assert_agreed", "environment"]
+           "assert_everywhere", "assert_agreed", "environment", "runnable"]
 
 WORLD = MPI.COMM_WORLD
 MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}
+
+
+def runnable(which):
+    """The algorithms of collective ``which`` that run on this job's layout, ``auto`` last
+    (one-node ones only where every rank shares one node)."""
+    from mpicoll import context
+    from mpicoll.algorithm import registry
+    one_node = len(context.of(WORLD).layout.nodes) == 1
+    return [a for a in mpicoll.algorithms(which)
+            if one_node or a == "auto" or not registry.get(a, which).one_node]
 
 
 def data(comm, count, dtype, op, seed=0):

@@ -9,25 +9,15 @@ a non-commutative op shows the order itself.
 
 import numpy as np
 import pytest
-from helpers import MPI_OPS, WORLD, assert_agreed, data, digest
+from helpers import MPI_OPS, WORLD, assert_agreed, data, digest, runnable
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import context
 from mpicoll.algorithm import registry
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
 OPS = ["sum", "prod", "min", "max"]
-ONE_NODE = len(context.of(WORLD).layout.nodes) == 1
-
-
-def runnable(which):
-    """The algorithms of ``which`` that run here (one-node ones only on one node)."""
-    return [a for a in mpicoll.algorithms(which)
-            if ONE_NODE or a == "auto" or not registry.get(a, which).one_node]
-
-
 BCAST = runnable("bcast")
 REDUCE = runnable("reduce")
 REORDERS = [name for name in REDUCE if name != "auto"
