@@ -114,6 +114,7 @@ def _tried(trial: tuple[context.Context, str, tuple, tuple[str, ...]], sendbuf: 
             _sampled(ctx, key, shortlist, sendbuf, op, comm)
             ctx.forget_lowered(registry.AUTO)  # (made on trial: for nonblocking calls)
             return allreduce(sendbuf, recvbuf, op=op, comm=comm)
+        ctx.in_step()  # (mpicoll.trials: on links the call before has drained)
         began = time.perf_counter()
         result = allreduce(sendbuf, recvbuf, op=op, algorithm=name, comm=comm)
         if ctx.trials.ran(key, shortlist, name, time.perf_counter() - began):

@@ -202,6 +202,7 @@ def tried(which: collective.Collective, sendbuf: Any, recvbuf: Any, op: Any, com
             _sampled(ctx, key, shortlist, sendbuf, recvbuf, call)
             return False, None
         name, _ = ctx.trials.next(key, shortlist)  # (a check of a kept choice: that choice)
+        ctx.in_step()  # (mpicoll.trials: on links the call before has drained)
         began = time.perf_counter()  # (a call as after the choice: the fast path from the 2nd)
         result = call(sendbuf, recvbuf, name)
         if ctx.trials.ran(key, shortlist, name, time.perf_counter() - began) \

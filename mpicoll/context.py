@@ -295,6 +295,11 @@ class Context:
             inflight.wait(other)
         return other
 
+    def in_step(self) -> None:
+        """Wait for every rank here (a barrier, completed as the context's waits are): where a
+        timed trial of ``auto`` starts (:mod:`mpicoll.trials`)."""
+        _mpi.complete(self.comm.Ibarrier(), self.spins)
+
     def tag_base(self, kind_bits: int) -> int:
         """The part of a tag that carries the fingerprint hash ``kind_bits``."""
         return (kind_bits & ((1 << self._kind_bits) - 1)) * self.sequence_mod

@@ -10,6 +10,10 @@ round untimed and then :data:`REPS` timed. In turn: a call of megabytes runs aft
 program's other work, not after itself (all of one candidate's calls back to back, ``rd``
 measured fastest at 4 MiB on 2 ranks in 12 runs of 12, where the bench's interleaved calls
 find it 1.3× slower than ``ring``); calls of kilobytes come in loops (:data:`SAMPLE_BYTES`).
+Each timed call of a larger size starts behind a barrier, as bench's samples do: a call can
+return while its last bytes still wait in the link's queue, and the next candidate in turn
+would pay for them (emulated 2×2 nodes, 1 Gbit/s: ``hybrid``'s reduce_scatter ran 1.03–1.32×
+``ring``'s time right after ``rabenseifner``, 0.63–0.72× right after ``ring``).
 Then the ranks take the maximum over
 ranks of each candidate's median time per call (a collective runs at its slowest rank's pace) in one ``MPI_Allreduce``
 and keep the fastest for that size class, in every call form. Every rank makes the same calls,
