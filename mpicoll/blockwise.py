@@ -476,7 +476,7 @@ def _shortlist(which: collective.Collective, every: bool, mpi_can: bool, commuta
                        key=lambda name: not registry.get(name, which.name).blocks))
     return own + (tuple(a.name for a in registry.registered(which.name)
                         if not a.mpi and (commutative or not a.needs_commutative)
-                        and (not a.one_node if not one_node else not a.across_nodes))
+                        and not (a.across_nodes if one_node else a.one_node))
                   if every else ())
 
 

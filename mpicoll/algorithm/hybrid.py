@@ -125,8 +125,7 @@ def rooted(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
     leads its node, the first rank each other one) between nodes, shared memory inside each.
     A bcast crosses to the other nodes first, then spreads in each; a reduce sums each node
     into its leader first. The tree is rotated to start at the root's node (the op must
-    commute): lg N whole messages cross the slowest path, as MPI's binomial tree sends them,
-    but never more than one per node pair of every level."""
+    commute). Only leaders send, one whole message per tree edge, whatever the numbering."""
     node, me = shm.node_of(layout)
     root, nodes = options.root, layout.nodes
     leaders = [root if root in n else n[0] for n in nodes]

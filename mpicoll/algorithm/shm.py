@@ -140,7 +140,8 @@ def pipelined(b: Builder, node: tuple[int, ...], pieces: Pieces, stages: list[St
 def reduce_scatter(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces,
                    src: BufferName, whole: bool = True) -> None:
     """Leave this rank's slice reduced over the node in ``recv``: at its place in the vector
-    (``whole``: hybrid's first stage) or at its start (the collective ``reduce_scatter``).
+    (``whole``: hybrid's first stage) or at its start (the collective ``reduce_scatter``, which
+    ends with a barrier: its last round reads inputs that the next call's first one writes).
 
     Reduced in the window, then copied: reductions stay in host memory for device arrays."""
     shift = 0 if whole else pieces.slices[me][0]
@@ -153,6 +154,8 @@ def reduce_scatter(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces,
         pipelined(b, node, pieces, [
             lambda j: pieces.copy_in(j, src),
             lambda j: pieces.reduce(j, pieces.result(j)) + [Copy(out(j), pieces.result(j))]])
+        if not whole:
+            b.round(sync=True)
 
 
 def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> None:
@@ -179,16 +182,15 @@ def bcast(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces)
         b.round(sync=True)
 
 
-def reduce(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces,
+def reduce(b: Builder, node: tuple[int, ...], me: int, root: int | None, pieces: Pieces,
            src: BufferName) -> None:
     """Leave ``src`` reduced over the node in ``recv`` of its rank ``root`` (an index into
-    ``node``): allreduce's stages, of which only the root copies out."""
-    def copy_out(j: int) -> list[Local]:
-        return pieces.copy_out(j) if me == root else []
+    ``node``; None: of every rank, an allreduce): copy in, reduce each slice, copy out."""
+    def out(j: int) -> list[Local]:
+        return pieces.copy_out(j) if root is None or me == root else []
 
-    with b.phase("reduce"):
-        pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
-                                    lambda j: pieces.reduce(j, pieces.result(j)), copy_out])
+    pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
+                                lambda j: pieces.reduce(j, pieces.result(j)), out])
 
 
 def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferName,
@@ -200,20 +202,16 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
     itemsize = np.dtype(options.dtype).itemsize
     kind = options.collective
     if kind == "reduce_scatter":
-        pieces = Pieces(count, len(node), me, itemsize,
-                        slices=block_bounds(options, count, len(node)))
-        reduce_scatter(b, node, me, pieces, src, whole=False)
-        b.round(sync=True)  # its last round reads inputs that the next call's first one writes
+        reduce_scatter(b, node, me, Pieces(count, len(node), me, itemsize,
+                                           slices=block_bounds(options, count, len(node))),
+                       src, whole=False)
         return
     pieces = Pieces(count, len(node), me, itemsize)
     if kind == "bcast":
         bcast(b, node, me, node.index(options.root), pieces)
-    elif kind == "reduce":
-        reduce(b, node, me, node.index(options.root), pieces, src)
-    else:
-        pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
-                                    lambda j: pieces.reduce(j, pieces.result(j)),
-                                    pieces.copy_out])
+    else:  # allreduce, or reduce to its root
+        reduce(b, node, me, None if kind == "allreduce" else node.index(options.root), pieces,
+               src)
 
 
 ALGORITHM = Algorithm("shm", "shared memory inside one node: every rank reduces its slice in place",
