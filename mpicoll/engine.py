@@ -303,11 +303,11 @@ class Execution(_InWindow):
 
     def _run_overlap(self, block: bool) -> bool:
         """Run the overlap steps of the round in flight once its barrier (its last request)
-        passed; False if it has not yet and ``block`` is False."""
-        if not self._barrier_done(block):
+        passed, if it has one; False if it has not yet and ``block`` is False."""
+        rnd = self.schedule.rounds[self._next - 1]
+        if rnd.sync and not self._barrier_done(block):
             return False
         self._overlap = False
-        rnd = self.schedule.rounds[self._next - 1]
         if self._link is None:
             run_local(rnd.overlap, self._bufs, self._op, self._codec)
         else:
@@ -428,9 +428,10 @@ def run_bound(rounds: tuple, comm: MPI.Comm, tag: int, op: Op, schedule: Schedul
                 requests = [comm.Irecv(spec, peer, tag) for spec, peer in receives]
                 requests += [comm.Isend(spec, peer, tag) for spec, peer in sends]
                 if overlap:  # after the barrier, while the messages are in flight
-                    if not barrier.barrier(stamp):
-                        raise mismatch(schedule, index, tag, barrier.stamps(), _STAMPS)
-                    stamp = barrier = None
+                    if barrier is not None:
+                        if not barrier.barrier(stamp):
+                            raise mismatch(schedule, index, tag, barrier.stamps(), _STAMPS)
+                        stamp = barrier = None
                     run_bound_steps(overlap, op)
                 MPI.Request.Waitall(requests)
             if barrier is not None:
@@ -536,17 +537,18 @@ class BoundStage(_InWindow):
         if barrier is not None:
             requests = requests + [barrier.ibarrier(self._stamp)]
             self._compare, self._stamp = self._stamp is not None, None
-            self._overlap = bool(overlap)
+        self._overlap = bool(overlap)
         self._pending = requests
         self._next = index + 1
 
     def _run_overlap(self, block: bool) -> bool:
         """Run the overlap steps of the round in flight once its barrier (its last request)
-        passed; False if it has not yet and ``block`` is False."""
-        if not self._barrier_done(block):
+        passed, if it has one; False if it has not yet and ``block`` is False."""
+        overlap, _, barrier = self._rounds[self._next - 1]
+        if barrier is not None and not self._barrier_done(block):
             return False
         self._overlap = False
-        run_bound_steps(self._rounds[self._next - 1][0], self._op)
+        run_bound_steps(overlap, self._op)
         return True
 
     def _mismatch(self, what: str, lead: str = _RECEIVE) -> MismatchError:

@@ -15,8 +15,8 @@ A round posts all its receives and sends (and with ``sync`` enters the node's ba
 in flight (once the barrier passed), waits for them, then runs its local steps in order. A
 barrier orders the window: what any rank of the node wrote before it, every rank sees after it.
 Overlap steps are what lets a pipeline keep a slow link busy while a rank copies and reduces
-(hybrid's node stages under its inter-node ring); they never touch the round's transfer
-regions. Rounds are the unit the engine advances, which is what lets a nonblocking request
+(hybrid's node stages under its inter-node ring) or encodes and decodes (the compressed ring's
+two streams); they never touch the round's transfer regions. Rounds are the unit the engine advances, which is what lets a nonblocking request
 progress the same schedule the blocking call runs to completion.
 """
 
@@ -121,7 +121,7 @@ class Round:
     local: tuple[Local, ...]
     phase: str = ""  # e.g. "reduce-scatter" or "inter-node/allgather", for timing records
     sync: bool = False  # the node's ranks pass a barrier with the transfers (shared memory)
-    overlap: tuple[Local, ...] = ()  # run while the transfers are in flight, after the barrier
+    overlap: tuple[Local, ...] = ()  # run while the transfers are in flight (after the barrier)
 
 
 @dataclass(frozen=True)
@@ -173,15 +173,13 @@ class Builder:
               sync: bool = False, overlap: Iterable[Local] = ()) -> None:
         """Append a round, dropping empty transfers and steps (count < p gives empty chunks).
         ``sync``: the node's ranks (:meth:`window`) pass a barrier in it, even if it is empty.
-        ``overlap``: steps to run while the transfers are in flight, once the barrier passed
-        (``sync`` needed; with no transfers, they run first among the local steps)."""
+        ``overlap``: steps to run while the transfers are in flight (once the barrier passed,
+        with ``sync``; with no transfers, they run first among the local steps)."""
         transfers = tuple(t for t in transfers if len(t.region))
         local = tuple(s for s in local if len(s.src if isinstance(s, Encode) else s.dst))
         overlap = tuple(s for s in overlap if len(s.src if isinstance(s, Encode) else s.dst))
         if not transfers:
             local, overlap = overlap + local, ()
-        if overlap and not sync:
-            raise ValueError("overlap steps run after the round's barrier: the round needs sync")
         if transfers or local or sync:
             self.rounds.append(Round(transfers, local, "/".join(self._phases), sync, overlap))
 

@@ -314,8 +314,8 @@ def test_a_missing_barrier_is_a_race():
 
 def test_overlap_steps_touching_messages_in_flight_are_caught(monkeypatch):
     """The simulator's hazard check can fail: hybrid's pipeline with the ring's reductions
-    (which read what the round receives) moved under the messages; and overlap steps need the
-    round's barrier."""
+    (which read what the round receives) moved under the messages, and the compressed ring's
+    decodes (which run under the other stream's messages) moved under their own."""
     monkeypatch.setattr(hybrid, "PIPELINE_BYTES", 64)
     p, nodes, count = 4, ((0, 1), (2, 3)), 100
     schedules = [build_schedule("hybrid", Layout(r, p, nodes), count, Options(1, "<f8"))
@@ -326,9 +326,29 @@ def test_overlap_steps_touching_messages_in_flight_are_caught(monkeypatch):
         else rnd for rnd in s.rounds)) for s in schedules]
     with pytest.raises(ScheduleError, match="while a message of"):
         simulate(broken, [np.ones(count) for _ in range(p)], SUM)
-    b = Builder()
-    with pytest.raises(ValueError, match="needs sync"):
-        b.round([Send(1, Region("recv", 0, 1))], overlap=[Copy(Region("tmp", 0, 1), Region("send", 0, 1))])
+    from mpicoll import codecs
+    from mpicoll.algorithm import Frames
+    int8 = codecs.get("int8")
+    sizes = (30, 20, 0, 25)
+    for collective, count_in, out in (("reduce_scatter", sum(sizes), list(sizes)),
+                                      ("allgather", None, [sum(sizes)] * p)):
+        options = Options(1 << 18, np.dtype("f8").str, collective, sizes)
+        schedules = [build_schedule("ring", Layout(r, p, ((*range(p),),)),
+                                    count_in or sizes[r], options, Frames(int8, np.dtype("f8")))
+                     for r in range(p)]
+        assert all(any(rnd.overlap for rnd in s.rounds) for s in schedules), collective
+        inputs = [np.ones(count_in or sizes[r]) for r in range(p)]
+        simulate(schedules, inputs, SUM, codec=int8, recv_sizes=out)
+        def early(s):  # the steps of a step's message moved under that message
+            rounds = list(s.rounds)
+            i = next(i for i in range(len(rounds) - 1)
+                     if rounds[i].transfers and rounds[i + 1].overlap)
+            rounds[i] = dataclasses.replace(rounds[i],
+                                            overlap=rounds[i].overlap + rounds[i + 1].overlap)
+            rounds[i + 1] = dataclasses.replace(rounds[i + 1], overlap=())
+            return dataclasses.replace(s, rounds=tuple(rounds))
+        with pytest.raises(ScheduleError, match="while a message of"):
+            simulate([early(s) for s in schedules], inputs, SUM, codec=int8, recv_sizes=out)
 
 
 def test_split_spreads_remainders():

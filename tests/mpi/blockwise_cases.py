@@ -393,7 +393,8 @@ def compressed_reference(comm, which, x, codec, sizes, residuals):
     """What ring's compressed collective gives, modelled apart from mpicoll's schedules on
     every rank's input: a reduce_scatter's block c starts at rank c+1, and each hop decodes,
     adds its own input (x + what it owed) and encodes again until rank c adds the last; an
-    allgather's block r is its owner's frame decoded. ``residuals``: every rank's owed values
+    allgather's block r is its owner's frame decoded; each block as two halves, a frame each.
+    ``residuals``: every rank's owed values
     (error feedback), updated as each rank's encodes lose them; None without feedback."""
     p = comm.Get_size()
     inputs = comm.allgather(x)
@@ -410,18 +411,26 @@ def compressed_reference(comm, which, x, codec, sizes, residuals):
             residuals[r][lo:lo + values.size] += values - decoded
         return decoded
 
+    def halves(n):  # each block travels as two frames, the first half the larger
+        return [(0, n - n // 2), (n - n // 2, n)]
+
     blocks = [(sum(sizes[:r]), sum(sizes[:r + 1])) for r in range(p)]
     if which == "allgather":
-        return np.concatenate([sent(r, inputs[r], 0) for r in range(p)])
+        return np.concatenate([sent(r, inputs[r][a:b], a) for r in range(p)
+                               for a, b in halves(sizes[r])])
     results = []
-    for c, (lo, hi) in enumerate(blocks):  # (every block: every rank's encodes owe)
-        total = sent((c + 1) % p, inputs[(c + 1) % p][lo:hi], lo)
-        for k in range(2, p + 1):
-            r = (c + k) % p
-            total = inputs[r][lo:hi] + total
-            if r != c:
-                total = sent(r, total, lo)
-        results.append(total)
+    for c, (first, _) in enumerate(blocks):  # (every block: every rank's encodes owe)
+        parts = []
+        for a, b in halves(sizes[c]):
+            lo, hi = first + a, first + b
+            total = sent((c + 1) % p, inputs[(c + 1) % p][lo:hi], lo)
+            for k in range(2, p + 1):
+                r = (c + k) % p
+                total = inputs[r][lo:hi] + total
+                if r != c:
+                    total = sent(r, total, lo)
+            parts.append(total)
+        results.append(np.concatenate(parts))
     return results[comm.Get_rank()]
 
 
