@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import blockwise
-from mpicoll.algorithm import native
+from mpicoll.algorithm import compressed_ring, native
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
           "f2", "f4", "f8", "g", "c8", "c16", "G"]
@@ -393,7 +393,8 @@ def compressed_reference(comm, which, x, codec, sizes, residuals):
     """What ring's compressed collective gives, modelled apart from mpicoll's schedules on
     every rank's input: a reduce_scatter's block c starts at rank c+1, and each hop decodes,
     adds its own input (x + what it owed) and encodes again until rank c adds the last; an
-    allgather's block r is its owner's frame decoded; each block as two halves, a frame each.
+    allgather's block r is its owner's frame decoded; blocks from STREAMS_FROM bytes as two
+    halves, a frame each.
     ``residuals``: every rank's owed values
     (error feedback), updated as each rank's encodes lose them; None without feedback."""
     p = comm.Get_size()
@@ -411,7 +412,9 @@ def compressed_reference(comm, which, x, codec, sizes, residuals):
             residuals[r][lo:lo + values.size] += values - decoded
         return decoded
 
-    def halves(n):  # each block travels as two frames, the first half the larger
+    def halves(n):  # a block of STREAMS_FROM bytes or more as two frames, the larger first
+        if max(sizes) * x.itemsize < compressed_ring.STREAMS_FROM:
+            return [(0, n)]
         return [(0, n - n // 2), (n - n // 2, n)]
 
     blocks = [(sum(sizes[:r]), sum(sizes[:r + 1])) for r in range(p)]
@@ -446,7 +449,9 @@ def test_compressed_is_rings_model_in_every_form(which, codec):
     ef = codec.endswith("+ef")
     model = codecs.get(codec.removesuffix("+ef"))
     rng = np.random.default_rng([p, me])
-    for sizes in ((300,) * p, tuple(int(n) for n in np.random.default_rng(p).integers(0, 9, p))):
+    big = compressed_ring.STREAMS_FROM // 4 + 1  # (float32: two streams of uneven halves)
+    for sizes in ((300,) * p, tuple(int(n) for n in np.random.default_rng(p).integers(0, 9, p)),
+                  (big,) * p):
         total = sum(sizes)
         n_in = sizes[me] if which == "allgather" else total
         feedback = codecs.ErrorFeedback(model) if ef else None
