@@ -328,7 +328,7 @@ def test_overlap_steps_touching_messages_in_flight_are_caught(monkeypatch):
         simulate(broken, [np.ones(count) for _ in range(p)], SUM)
     from mpicoll import codecs
     from mpicoll.algorithm import Frames, compressed_ring
-    monkeypatch.setattr(compressed_ring, "STREAMS_FROM", 0)  # (two streams from any size)
+    monkeypatch.setattr(compressed_ring, "PIECE_BYTES", 8)  # (several streams, small sizes)
     int8 = codecs.get("int8")
     sizes = (30, 20, 0, 25)
     for collective, count_in, out in (("reduce_scatter", sum(sizes), list(sizes)),
@@ -371,19 +371,19 @@ def test_auto_picks_the_fastest_prediction():
             assert select.choose(nbytes, layout, among) == min(among, key=times.__getitem__)
 
 
-@pytest.mark.parametrize("streams", [1, 2])
+@pytest.mark.parametrize("piece", [None, 8, 24])
 @pytest.mark.parametrize("name", names(compresses="dense"))
 @pytest.mark.parametrize("codec", ["fp16", "int8", "sign"])
 @pytest.mark.parametrize("p", [2, 3, 5, 8, 12])
-def test_compressed_schedules_agree_and_lose_nothing_with_feedback(name, codec, p, streams,
+def test_compressed_schedules_agree_and_lose_nothing_with_feedback(name, codec, p, piece,
                                                                    monkeypatch):
-    """Dense-codec plans at many world sizes, in one stream and two: same bits everywhere, and
+    """Dense-codec plans at many world sizes, in one stream and several: same bits everywhere, and
     with error feedback result + Σ residuals == Σ inputs (every lost bit is owed by the rank
     that lost it)."""
     from mpicoll import codecs
     from mpicoll.algorithm import Frames, compressed_ring
-    if streams == 2:
-        monkeypatch.setattr(compressed_ring, "STREAMS_FROM", 0)
+    if piece is not None:  # (pieces of 1 or 3 float64, up to MAX_STREAMS streams)
+        monkeypatch.setattr(compressed_ring, "PIECE_BYTES", piece)
     c = codecs.get(codec)
     for nodes in dict.fromkeys(layouts(p)):
         for count in sorted({1, p - 1, p + 1, 1000}):
@@ -400,20 +400,20 @@ def test_compressed_schedules_agree_and_lose_nothing_with_feedback(name, codec, 
                                        rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("streams", [1, 2])
+@pytest.mark.parametrize("piece", [None, 8, 24])
 @pytest.mark.parametrize("codec", ["fp16", "bf16", "int8"])
 @pytest.mark.parametrize("p", [2, 3, 5, 8])
-def test_compressed_reduce_scatter_and_allgather_lose_nothing_with_feedback(codec, p, streams,
+def test_compressed_reduce_scatter_and_allgather_lose_nothing_with_feedback(codec, p, piece,
                                                                             monkeypatch):
     """ring's compressed reduce_scatter and allgather (even and uneven blocks, an empty one
-    among them; one stream and two): with error feedback, block c of the result on rank c plus
+    among them; one stream and several): with error feedback, block c of the result on rank c plus
     every rank's residual there is the exact sum; an allgather's result is the same bits on
     every rank, each block its owner's input less what its owner now owes. Run twice: the
     second call delivers what the first owed."""
     from mpicoll import codecs
     from mpicoll.algorithm import Frames, compressed_ring
-    if streams == 2:
-        monkeypatch.setattr(compressed_ring, "STREAMS_FROM", 0)
+    if piece is not None:  # (pieces of 1 or 3 float64, up to MAX_STREAMS streams)
+        monkeypatch.setattr(compressed_ring, "PIECE_BYTES", piece)
     c = codecs.get(codec)
     frames = Frames(c, np.dtype("f8"))
     rng = np.random.default_rng(p)

@@ -15,9 +15,9 @@ quantized gradients and weights). A reduce_scatter keeps its partial sums in ``t
 blocks' own positions, so error feedback owes each loss where the input was; an allgather's
 owner decodes its own frame into its block, so every rank holds the same bits.
 
-A chunk of :data:`STREAMS_FROM` bytes or more travels as two halves, a frame each, in two
-streams whose rounds alternate (:func:`_pipelined`): one half's decode, add and encode run
-under the other half's messages.
+A chunk of two :data:`PIECE_BYTES` or more travels in pieces, a frame each, one stream of ring
+steps per piece, whose rounds take turns (:func:`_pipelined`): one piece's decode, add and
+encode run under the next piece's messages.
 """
 
 from __future__ import annotations
@@ -31,11 +31,17 @@ from .base import Frames
 Step = tuple[list[Transfer], list[Local]]
 Span = tuple[int, int]
 
-STREAMS_FROM = 1 << 20
-"""Chunks (or blocks) with this many bytes of input or more go as two streams of halves; smaller
-ones as one. Below it the twice as many messages cost more than the overlap saves: allreduce
-of 1 MiB on 4 emulated hosts at 1 Gbit/s (chunks of 256 KiB) ran 1.54× MPI's own time in one
-stream, 1.15× in two; of 4 MiB (chunks of 1 MiB), 1.67× and 2.00×."""
+PIECE_BYTES = 512 << 10
+"""The input a piece of a chunk holds at least (:func:`streams_of`): a chunk of less than two
+goes whole, in one stream. Smaller pieces cost more messages than their overlap saves: an
+allreduce of 1 MiB on 4 emulated hosts at 1 Gbit/s (chunks of 256 KiB, fp16) ran at 1.54× MPI's
+own speed in one stream and 1.15× in two; of 4 MiB (chunks of 1 MiB) 1.67× and 2.00×."""
+
+MAX_STREAMS = 4
+"""Pieces of a chunk at most: each adds p-1 rounds to each half of the ring. Against 8, on 4
+emulated hosts (16-64 MiB, three runs each, alternated): allgather int8 3.33-3.70× MPI's own
+fp32 against 2.78-3.45×, reduce_scatter alike, allreduce of 16 MiB int8 3.57-3.70× against
+2.50-3.23×."""
 
 
 def _slots(b: Builder, chunks: list[Span], frames: Frames) -> list[Region]:
@@ -120,22 +126,24 @@ def allgather_blocks(b: Builder, group: list[int], me: int, blocks: list[Span], 
 
 
 def streams_of(chunks: list[Span], frames: Frames) -> list[list[Span]]:
-    """The chunks as they travel: as they are (one stream), or from :data:`STREAMS_FROM` bytes
-    each cut in two, the first half the larger (two streams)."""
-    if max(hi - lo for lo, hi in chunks) * frames.dtype.itemsize < STREAMS_FROM:
-        return [chunks]
-    cut = [split(lo, hi, 2) for lo, hi in chunks]
-    return [[c[0] for c in cut], [c[1] for c in cut]]
+    """The chunks as they travel: each cut into as many pieces as the largest holds
+    :data:`PIECE_BYTES` (1 to :data:`MAX_STREAMS`, the first pieces the larger), stream j
+    carrying piece j of every chunk."""
+    largest = max(hi - lo for lo, hi in chunks) * frames.dtype.itemsize
+    k = max(1, min(MAX_STREAMS, largest // PIECE_BYTES))
+    cut = [split(lo, hi, k) for lo, hi in chunks]
+    return [[c[j] for c in cut] for j in range(k)]
 
 
 def _pipelined(b: Builder, first: list[Local], under: list[Local],
                streams: list[list[Step]]) -> None:
     """Ring steps as rounds: ``first`` runs before the first messages, ``under`` under them.
-    One stream: each step's local steps after its messages. Two, interleaved, so that one
-    stream's codec work runs under the other's messages: round 2k carries stream A's step k
-    while B's step k-1 decodes, adds and encodes (overlap steps); round 2k+1 carries B's step
-    k under A's. Run one after the other, the codec and the wire never work at once (int8 on 4
-    emulated hosts at 1 Gbit/s: half of a reduce_scatter's time went to the codec)."""
+    One stream: each step's local steps after its messages. Several: the streams take turns,
+    step by step, and each round's messages carry one stream's step while the step of the
+    round before decodes, adds and encodes (overlap steps): what a stream's next step sends
+    is ready a round before it goes. Run one after the other, the codec and the wire never
+    work at once (int8 on 4 emulated hosts at 1 Gbit/s: half of a reduce_scatter's time went
+    to the codec)."""
     b.round(local=first)
     for step in zip(*streams):
         for sends, local in step:

@@ -393,8 +393,8 @@ def compressed_reference(comm, which, x, codec, sizes, residuals):
     """What ring's compressed collective gives, modelled apart from mpicoll's schedules on
     every rank's input: a reduce_scatter's block c starts at rank c+1, and each hop decodes,
     adds its own input (x + what it owed) and encodes again until rank c adds the last; an
-    allgather's block r is its owner's frame decoded; blocks from STREAMS_FROM bytes as two
-    halves, a frame each.
+    allgather's block r is its owner's frame decoded; blocks of two PIECE_BYTES or more in
+    pieces, a frame each.
     ``residuals``: every rank's owed values
     (error feedback), updated as each rank's encodes lose them; None without feedback."""
     p = comm.Get_size()
@@ -412,19 +412,20 @@ def compressed_reference(comm, which, x, codec, sizes, residuals):
             residuals[r][lo:lo + values.size] += values - decoded
         return decoded
 
-    def halves(n):  # a block of STREAMS_FROM bytes or more as two frames, the larger first
-        if max(sizes) * x.itemsize < compressed_ring.STREAMS_FROM:
-            return [(0, n)]
-        return [(0, n - n // 2), (n - n // 2, n)]
+    def pieces(n):  # as many pieces as the largest block holds PIECE_BYTES (1 to MAX_STREAMS)
+        k = max(1, min(compressed_ring.MAX_STREAMS,
+                       max(sizes) * x.itemsize // compressed_ring.PIECE_BYTES))
+        cuts = [i * (n // k) + min(i, n % k) for i in range(k + 1)]  # the larger first
+        return list(zip(cuts, cuts[1:]))
 
     blocks = [(sum(sizes[:r]), sum(sizes[:r + 1])) for r in range(p)]
     if which == "allgather":
         return np.concatenate([sent(r, inputs[r][a:b], a) for r in range(p)
-                               for a, b in halves(sizes[r])])
+                               for a, b in pieces(sizes[r])])
     results = []
     for c, (first, _) in enumerate(blocks):  # (every block: every rank's encodes owe)
         parts = []
-        for a, b in halves(sizes[c]):
+        for a, b in pieces(sizes[c]):
             lo, hi = first + a, first + b
             total = sent((c + 1) % p, inputs[(c + 1) % p][lo:hi], lo)
             for k in range(2, p + 1):
@@ -449,7 +450,7 @@ def test_compressed_is_rings_model_in_every_form(which, codec):
     ef = codec.endswith("+ef")
     model = codecs.get(codec.removesuffix("+ef"))
     rng = np.random.default_rng([p, me])
-    big = compressed_ring.STREAMS_FROM // 4 + 1  # (float32: two streams of uneven halves)
+    big = compressed_ring.PIECE_BYTES // 2 + 3  # (float32: two streams, uneven pieces)
     for sizes in ((300,) * p, tuple(int(n) for n in np.random.default_rng(p).integers(0, 9, p)),
                   (big,) * p):
         total = sum(sizes)
