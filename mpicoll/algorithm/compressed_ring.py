@@ -80,7 +80,8 @@ def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[Span], sr
     own, the result); a frame decodes into ``tmp`` at ``scratch``."""
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
-    streams, starts = [], []
+    streams: list[list[Step]] = []
+    starts: list[Local] = []
     for parts in streams_of(chunks, frames):
         slots = _slots(b, parts, frames)
         first = (me - 1) % p
@@ -108,7 +109,9 @@ def allgather_blocks(b: Builder, group: list[int], me: int, blocks: list[Span], 
     passed around the ring and decoded at its block; ``blocks`` in ``recv``'s elements."""
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
-    streams, encodes, decodes = [], [], []
+    streams: list[list[Step]] = []
+    encodes: list[Local] = []
+    decodes: list[Local] = []
     for parts in streams_of(blocks, frames):
         slots = _slots(b, parts, frames)
         lo, hi = parts[me]
@@ -122,7 +125,7 @@ def allgather_blocks(b: Builder, group: list[int], me: int, blocks: list[Span], 
                           [Decode(Region("recv", *parts[into]), slots[into])]))
         streams.append(steps)
     with b.phase("allgather"):  # (own encoded whole before a decode writes where it was)
-        _pipelined(b, encodes, decodes, streams)
+        _pipelined(b, encodes[:1], encodes[1:] + decodes, streams)
 
 
 def streams_of(chunks: list[Span], frames: Frames) -> list[list[Span]]:
