@@ -24,8 +24,8 @@ _FAILED = {getattr(MPI, name) for name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_P
                                             "ERR_REVOKED") if hasattr(MPI, name)}
 _LEARN_S = 3.0
 """How long a survivor that only saw a revoke waits to learn who failed: ULFM's detector tells
-it within milliseconds on a quiet node, but in a full test run on 2 cores two survivors of
-``hybrid nonblocking rounds`` had still not learned after 1 s (1 launch in several hundred)."""
+it within milliseconds on a quiet node, but once in a full test run on 2 cores two survivors
+of ``hybrid nonblocking rounds`` had still not learned after 1 s."""
 
 
 class ProcessFailedError(RuntimeError):

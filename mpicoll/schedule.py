@@ -16,8 +16,9 @@ in flight (once the barrier passed), waits for them, then runs its local steps i
 barrier orders the window: what any rank of the node wrote before it, every rank sees after it.
 Overlap steps are what lets a pipeline keep a slow link busy while a rank copies and reduces
 (hybrid's node stages under its inter-node ring) or encodes and decodes (the compressed ring's
-two streams); they never touch the round's transfer regions. Rounds are the unit the engine advances, which is what lets a nonblocking request
-progress the same schedule the blocking call runs to completion.
+streams of pieces); they never touch the round's transfer regions. Rounds are the unit the
+engine advances, which is what lets a nonblocking request progress the same schedule the
+blocking call runs to completion.
 """
 
 from __future__ import annotations

@@ -56,8 +56,9 @@ def allreduce(b: Builder, group: list[int], me: int, start: int, stop: int, src:
         return
     chunks = split(start, stop, len(group))
     b.tmp(max(hi - lo for lo, hi in chunks))
-    reduce_scatter(b, group, me, chunks, src, frames, lambda lo, hi, last: Region("recv", lo, hi), 0)
-    allgather_blocks(b, group, me, chunks, Region("recv", *chunks[me]), frames)
+    slots = reduce_scatter(b, group, me, chunks, src, frames,
+                           lambda lo, hi, last: Region("recv", lo, hi), 0)
+    allgather_blocks(b, group, me, chunks, Region("recv", *chunks[me]), frames, slots)
 
 
 def reduce_scatter_blocks(b: Builder, group: list[int], me: int, blocks: list[Span],
@@ -74,25 +75,27 @@ def reduce_scatter_blocks(b: Builder, group: list[int], me: int, blocks: list[Sp
 
 def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[Span], src: BufferName,
                    frames: Frames, total: Callable[[int, int, bool], Region],
-                   scratch: int) -> None:
+                   scratch: int) -> list[list[Region]]:
     """Member ``me`` ends holding chunk ``me`` reduced over the group (full precision):
     ``total(lo, hi, last)`` is where a hop's sum of ``[lo, hi)`` goes (``last``: this member's
-    own, the result); a frame decodes into ``tmp`` at ``scratch``."""
+    own, the result); a frame decodes into ``tmp`` at ``scratch``. Returns each stream's frame
+    slots, free once it ends (allreduce's allgather takes them)."""
     p = len(group)
-    right, left = group[(me + 1) % p], group[(me - 1) % p]
+    right, left, first = group[(me + 1) % p], group[(me - 1) % p], (me - 1) % p
     streams: list[list[Step]] = []
     starts: list[Local] = []
+    every: list[list[Region]] = []
     for parts in streams_of(chunks, frames):
         slots = _slots(b, parts, frames)
-        first = (me - 1) % p
+        every.append(slots)
         steps: list[Step] = []
         for step in range(p - 1):
             out, into = (me - step - 1) % p, (me - step - 2) % p
             lo, hi = parts[into]
             last = step == p - 2  # (into is me)
-            summed = total(lo, hi, last)
-            local: list[Local] = [Decode(Region("tmp", scratch, scratch + hi - lo), slots[into])]
-            local.append(Reduce(summed, Region(src, lo, hi), local[0].dst))
+            summed, decoded = total(lo, hi, last), Region("tmp", scratch, scratch + hi - lo)
+            local: list[Local] = [Decode(decoded, slots[into]),
+                                  Reduce(summed, Region(src, lo, hi), decoded)]
             if not last:
                 local.append(Encode(slots[into], summed))  # what the next hop sends on
             steps.append(([Recv(left, slots[into]), Send(right, slots[out])], local))
@@ -100,20 +103,22 @@ def reduce_scatter(b: Builder, group: list[int], me: int, chunks: list[Span], sr
         starts.append(Encode(slots[first], Region(src, *parts[first])))
     with b.phase("reduce-scatter"):
         _pipelined(b, starts[:1], starts[1:], streams)
+    return every
 
 
 def allgather_blocks(b: Builder, group: list[int], me: int, blocks: list[Span], own: Region,
-                     frames: Frames) -> None:
+                     frames: Frames, slots_of: list[list[Region]] | None = None) -> None:
     """The collective ``allgather``, compressed (and allreduce's second half): ``own`` (this
     member's block) encoded once, decoded back into ``recv`` at block ``me``, and every frame
-    passed around the ring and decoded at its block; ``blocks`` in ``recv``'s elements."""
+    passed around the ring and decoded at its block; ``blocks`` in ``recv``'s elements.
+    ``slots_of``: each stream's frame slots, if a phase before left them free."""
     p = len(group)
     right, left = group[(me + 1) % p], group[(me - 1) % p]
     streams: list[list[Step]] = []
     encodes: list[Local] = []
     decodes: list[Local] = []
-    for parts in streams_of(blocks, frames):
-        slots = _slots(b, parts, frames)
+    for j, parts in enumerate(streams_of(blocks, frames)):
+        slots = _slots(b, parts, frames) if slots_of is None else slots_of[j]
         lo, hi = parts[me]
         encodes.append(Encode(slots[me], Region(own.buf, own.start + lo - blocks[me][0],
                                                 own.start + hi - blocks[me][0])))

@@ -394,9 +394,8 @@ def compressed_reference(comm, which, x, codec, sizes, residuals):
     every rank's input: a reduce_scatter's block c starts at rank c+1, and each hop decodes,
     adds its own input (x + what it owed) and encodes again until rank c adds the last; an
     allgather's block r is its owner's frame decoded; blocks of two PIECE_BYTES or more in
-    pieces, a frame each.
-    ``residuals``: every rank's owed values
-    (error feedback), updated as each rank's encodes lose them; None without feedback."""
+    pieces, a frame each. ``residuals``: every rank's owed values (error feedback), updated as
+    each rank's encodes lose them; None without feedback."""
     p = comm.Get_size()
     inputs = comm.allgather(x)
     if residuals is not None:
