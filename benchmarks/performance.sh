@@ -154,9 +154,9 @@ for step in "${STEPS[@]}"; do
             "${OMPI[@]}" -n 2 "$OPY" -m mpicoll bench -C bcast,reduce -m 8:64M -f 8 -i 15 --no-progress
             mpi=$mpich
         fi ;;
-    shm-collectives) run "$step" "one node, 2 ranks bound to the cores, then 4 on 2 cores (MPICH told to yield), two launches each: shm's reduce_scatter, bcast and reduce beside ring and MPI's own, from 1 MiB" -- \
+    shm-collectives) run "$step" "one node, 2 ranks bound to the cores, then 4 on 2 cores (MPICH told to yield), two launches each: shm's allgather, reduce_scatter, bcast and reduce beside ring and MPI's own, from 1 MiB" -- \
         bash -c 'for n in 2 2 4 4; do how=("$0" -n 2 -bind-to core); (( n == 4 )) && how=("${@:2}" "$0" -n 4)
-            "${how[@]}" "$1" -m mpicoll bench -C reduce_scatter,bcast,reduce -a shm,ring,native-blocking \
+            "${how[@]}" "$1" -m mpicoll bench -C allgather,reduce_scatter,bcast,reduce -a shm,ring,native-blocking \
             -m 1M:64M -f 4 -i 21 --no-progress || exit; done' "$MPIEXEC" "$PY" "${YIELD[@]}" ;;
     calls-p1) run "$step" "one rank, 8 B: each kind of call, where nothing travels, beside MPI's own of the same kind" -- \
         "$PY" benchmarks/calls.py -m 8:8 -a ring,rd,native,native-blocking,auto -i 21 ;;

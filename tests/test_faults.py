@@ -38,6 +38,7 @@ FORMS = [("persistent", "ring", "rounds"), ("persistent", "shm", "rounds"),
          ("comm", "hybrid", "rounds"), ("buckets", "rd", "rounds"),
          ("buckets", "ring+fp16", "before"), ("buckets", "shm", "rounds"),
          ("allgather", "ring", "before"), ("allgather", "native", "before"),
+         ("allgather", "shm", "before"),
          ("reduce_scatter", "ring", "before"), ("reduce_scatter", "native", "before"),
          ("reduce_scatter", "shm", "before"), ("bcast", "shm", "before"),
          ("reduce", "shm", "before")]

@@ -236,16 +236,17 @@ def test_shared_memory_pipelines_without_races_two_calls_in_a_row(monkeypatch, n
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 6])
-def test_shared_memory_reduce_scatter_bcast_and_reduce_twice_in_a_row(monkeypatch, p):
-    """shm's reduce_scatter (equal and uneven blocks, an empty one among them), bcast and
-    reduce (every root, in place at the root too), in many pipelined rounds: exact, and no race
-    between one call's last rounds and the next call's first."""
+def test_shared_memory_other_collectives_twice_in_a_row(monkeypatch, p):
+    """shm's allgather and reduce_scatter (equal and uneven blocks, an empty one among them),
+    bcast and reduce (every root, in place at the root too), in many pipelined rounds: exact,
+    and no race between one call's last rounds and the next call's first."""
     monkeypatch.setattr(shm, "CHUNK_BYTES", 256)
     nodes = (tuple(range(p)),)
     rng = np.random.default_rng(p)
 
-    def schedules(count, options):
-        once = [build_schedule("shm", Layout(r, p, nodes), count, options) for r in range(p)]
+    def schedules(count, options, counts=None):
+        once = [build_schedule("shm", Layout(r, p, nodes), count if counts is None else counts[r],
+                               options) for r in range(p)]
         assert all(s.messages == 0 for s in once)
         return once, [dataclasses.replace(s, rounds=s.rounds * 2) for s in once]
 
@@ -256,6 +257,11 @@ def test_shared_memory_reduce_scatter_bcast_and_reduce_twice_in_a_row(monkeypatc
                 outs = simulate(run_, inputs, SUM, recv_sizes=list(sizes))
                 np.testing.assert_array_equal(np.concatenate(outs), np.sum(inputs, axis=0),
                                               err_msg=f"reduce_scatter {sizes}")
+            blocks = [rng.integers(-5, 6, n).astype("f8") for n in sizes]
+            for run_ in schedules(None, Options(1, "<f8", "allgather", sizes), sizes):
+                for out in simulate(run_, blocks, SUM, recv_sizes=[sum(sizes)] * p):
+                    np.testing.assert_array_equal(out, np.concatenate(blocks),
+                                                  err_msg=f"allgather {sizes}")
         for root in range(p):
             inputs = [rng.integers(-5, 6, count).astype("f8") for _ in range(p)]
             for run_ in schedules(count, Options(1, "<f8", "bcast", root=root)):

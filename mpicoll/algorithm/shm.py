@@ -57,14 +57,9 @@ class Pieces:
         pieces = [split(lo, hi, chunks) for lo, hi in slices]
         self.slices = slices
         self.chunks = [[p[j] for p in pieces] for j in range(chunks)]
-        # Per rank: two input areas, two result areas, two areas that publish a rank's slice
-        # to the others (bytes, then elements): fixed for a node.
-        area = _up(CHUNK_BYTES)
-        result = _up(-(-CHUNK_BYTES // size) + itemsize * 2)
-        self.segment = (2 * area + 4 * result) // itemsize
-        assert max(hi - lo for c in self.chunks for lo, hi in c) * itemsize <= result
-        self._inputs = (0, area // itemsize)
-        self._results = tuple((2 * area + i * result) // itemsize for i in range(4))
+        self.segment, self._inputs, self._results = segment(size, itemsize)
+        assert max(hi - lo for c in self.chunks for lo, hi in c) <= \
+            self._results[1] - self._results[0]
 
     @property
     def window(self) -> int:
@@ -110,6 +105,16 @@ class Pieces:
                 for r in range(self.size)]
 
 
+def segment(size: int, itemsize: int) -> tuple[int, tuple[int, int], tuple[int, ...]]:
+    """A rank's segment of the window on a node of ``size`` ranks, fixed for the node: its
+    elements, where its two input areas start and where its four result areas start (two
+    results, two that publish a rank's slice to the others while it reduces later chunks)."""
+    area = _up(CHUNK_BYTES)
+    result = _up(-(-CHUNK_BYTES // size) + itemsize * 2)
+    return ((2 * area + 4 * result) // itemsize, (0, area // itemsize),
+            tuple((2 * area + i * result) // itemsize for i in range(4)))
+
+
 def _up(nbytes: int) -> int:
     return -(-nbytes // _ALIGN) * _ALIGN
 
@@ -123,12 +128,12 @@ def node_of(layout: Layout) -> tuple[tuple[int, ...], int]:
 Stage = Callable[[int], list[Local]]
 
 
-def pipelined(b: Builder, node: tuple[int, ...], pieces: Pieces, stages: list[Stage]) -> None:
+def pipelined(b: Builder, node: tuple[int, ...], window: int, chunks: int,
+              stages: list[Stage]) -> None:
     """One round per step of a pipeline over the chunks: round k runs stage s on chunk k − s
     (later stages first), and every round but the first passes the node's barrier, so stage s
     of a chunk has finished on every rank before stage s + 1 of it starts on any."""
-    b.window(node, pieces.window)
-    chunks = len(pieces.chunks)
+    b.window(node, window)
     for k in range(chunks + len(stages) - 1):
         steps: list[Local] = []
         for s in reversed(range(len(stages))):
@@ -151,7 +156,7 @@ def reduce_scatter(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces,
         return Region("recv", lo - shift, hi - shift)
 
     with b.phase("reduce-scatter"):
-        pipelined(b, node, pieces, [
+        pipelined(b, node, pieces.window, len(pieces.chunks), [
             lambda j: pieces.copy_in(j, src),
             lambda j: pieces.reduce(j, pieces.result(j)) + [Copy(out(j), pieces.result(j))]])
         if not whole:
@@ -161,9 +166,39 @@ def reduce_scatter(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces,
 def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> None:
     """Spread every rank's slice of ``recv`` to the whole node (hybrid's last stage)."""
     with b.phase("allgather"):
-        pipelined(b, node, pieces, [
+        pipelined(b, node, pieces.window, len(pieces.chunks), [
             lambda j: [Copy(pieces.result(j), Region("recv", *pieces.chunks[j][me]))],
             pieces.copy_out])
+
+
+def allgather_blocks(b: Builder, node: tuple[int, ...], me: int,
+                     blocks: list[tuple[int, int]], src: BufferName, itemsize: int) -> None:
+    """The collective allgather: each rank copies its block (``blocks[me]`` of ``recv``, from
+    ``src``), a chunk at a time, into its input area and into ``recv``; the others copy it
+    out. Each rank's input areas hold its own chunks only, so a chunk holds up to an area of
+    each block. A last barrier, as bcast's: the last round reads input areas."""
+    elements, inputs, _ = segment(len(node), itemsize)
+    area = inputs[1] - inputs[0]
+    chunks = max([1] + [-(-(hi - lo) // area) for lo, hi in blocks])
+    pieces = [split(lo, hi, chunks) for lo, hi in blocks]
+
+    def published(j: int, m: int) -> Region:
+        lo, hi = pieces[m][j]
+        start = m * elements + inputs[j % 2]
+        return Region("node", start, start + hi - lo)
+
+    def publish(j: int) -> list[Local]:
+        lo, hi = pieces[me][j]
+        mine = Region(src, lo - blocks[me][0], hi - blocks[me][0])
+        return [Copy(published(j, me), mine), Copy(Region("recv", lo, hi), published(j, me))]
+
+    def take(j: int) -> list[Local]:
+        return [Copy(Region("recv", *pieces[m][j]), published(j, m))
+                for m in range(len(node)) if m != me]
+
+    with b.phase("allgather"):
+        pipelined(b, node, len(node) * elements, chunks, [publish, take])
+        b.round(sync=True)
 
 
 def bcast(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces) -> None:
@@ -178,7 +213,7 @@ def bcast(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces)
                                       for area, span in pieces.inputs(j, root)]
 
     with b.phase("bcast"):
-        pipelined(b, node, pieces, [publish, take])
+        pipelined(b, node, pieces.window, len(pieces.chunks), [publish, take])
         b.round(sync=True)
 
 
@@ -189,7 +224,7 @@ def reduce(b: Builder, node: tuple[int, ...], me: int, root: int | None, pieces:
     def out(j: int) -> list[Local]:
         return pieces.copy_out(j) if root is None or me == root else []
 
-    pipelined(b, node, pieces, [lambda j: pieces.copy_in(j, src),
+    pipelined(b, node, pieces.window, len(pieces.chunks), [lambda j: pieces.copy_in(j, src),
                                 lambda j: pieces.reduce(j, pieces.result(j)), out])
 
 
@@ -201,6 +236,10 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
     node, me = node_of(layout)
     itemsize = np.dtype(options.dtype).itemsize
     kind = options.collective
+    if kind == "allgather":
+        allgather_blocks(b, node, me, [block_bounds(options, count, len(node))[r] for r in node],
+                         src, itemsize)
+        return
     if kind == "reduce_scatter":
         reduce_scatter(b, node, me, Pieces(count, len(node), me, itemsize,
                                            slices=block_bounds(options, count, len(node))),
@@ -216,4 +255,5 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
 
 ALGORITHM = Algorithm("shm", "shared memory inside one node: every rank reduces its slice in place",
                       plan=plan, one_node=True,
-                      collectives=frozenset({"allreduce", "reduce_scatter", "bcast", "reduce"}))
+                      collectives=frozenset({"allreduce", "allgather", "reduce_scatter", "bcast",
+                                             "reduce"}))

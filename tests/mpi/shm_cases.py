@@ -142,7 +142,7 @@ def test_not_offered_on_several_nodes():
     for nbytes in (8, 1 << 16, 1 << 20, 1 << 26):
         chosen = mpicoll.choose_algorithm(np.empty(nbytes // 4, np.float32))
         assert_everywhere(WORLD, ONE_NODE or chosen != "shm", f"auto chose shm at {nbytes} B")
-    for which in ("reduce_scatter", "bcast", "reduce"):  # what auto's trials try
+    for which in ("allgather", "reduce_scatter", "bcast", "reduce"):  # what auto's trials try
         key = blockwise._key(collective.get(which), x.dtype, ops.resolve("sum"),
                              transport.choose(x), context.of(WORLD), 1 << 24)
         tried = () if key is None else key[1]  # (one rank: no trials)
@@ -169,21 +169,31 @@ def test_not_offered_on_several_nodes():
 
 
 @ON_ONE_NODE
-def test_reduce_scatter_bcast_and_reduce_in_chunks_are_mpis():
+def test_other_collectives_in_chunks_are_mpis():
     """shm's other collectives: three pipeline chunks and a ragged end, every root in turn, in
     a loop on the same arrays (lowered, in the window) with allreduces in the window between:
-    MPI's bits."""
+    MPI's bits. The allgather's blocks span two chunks and a ragged end, in place every other
+    step."""
     p, me, problems = WORLD.Get_size(), WORLD.Get_rank(), []
     block = shm.CHUNK_BYTES // 4 + 7 * p + 3  # float32: p blocks fill several chunks
     x = data(WORLD, p * block, "f4", "sum")
     part, scattered = np.empty(block, "f4"), np.empty(block, "f4")
     WORLD.Reduce_scatter_block(x, scattered)
+    gathered, everything = np.empty(p * block, "f4"), np.empty(p * block, "f4")
+    WORLD.Allgather(x[:block], everything)
     y = data(WORLD, 2 * shm.CHUNK_BYTES // 8 + 5, "i8", "max", seed=1)
     buf, out, ref = np.empty_like(y), np.zeros_like(y), np.empty_like(y)
     for step in range(2 * p + 2):
         mpicoll.reduce_scatter(x, part, algorithm="shm")
         if not np.array_equal(part, scattered):
             problems.append(f"reduce_scatter step {step}")
+        if step % 2:
+            gathered[me * block:(me + 1) * block] = x[:block]
+            mpicoll.allgather(MPI.IN_PLACE, gathered, algorithm="shm")
+        else:
+            mpicoll.allgather(x[:block], gathered, algorithm="shm")
+        if not np.array_equal(gathered, everything):
+            problems.append(f"allgather step {step}")
         root = step % p
         buf[:] = y
         mpicoll.bcast(buf, root, algorithm="shm")
