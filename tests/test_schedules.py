@@ -456,31 +456,42 @@ def test_compressed_reduce_scatter_and_allgather_lose_nothing_with_feedback(code
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 6, 8, 9, 12])
-def test_hybrid_allgather_and_reduce_scatter_on_every_layout(p):
-    """hybrid's allgather and reduce_scatter (rings of same-local-rank peers between nodes, an
-    exchange inside each node; ring's plan elsewhere), equal and uneven blocks, an empty one
-    among them, on every layout: every block where it belongs, exact."""
+def test_hybrid_allgather_and_reduce_scatter_on_every_layout(monkeypatch, p):
+    """hybrid's allgather and reduce_scatter (rings of same-local-rank peers between nodes,
+    shared memory inside each node; ring's plan elsewhere), equal and uneven blocks, an empty
+    one among them, blocks that take several chunks of the window, on every layout, twice in
+    a row: every block where it belongs, exact, no race on the window."""
+    monkeypatch.setattr(shm, "CHUNK_BYTES", 256)  # 32 float64 per input area
     rng = np.random.default_rng(p)
+
+    def twice(schedules):
+        return [dataclasses.replace(s, rounds=s.rounds * 2) for s in schedules]
+
     for nodes in dict.fromkeys(layouts(p)):
-        for sizes in ((5,) * p, tuple(int(n) for n in rng.integers(0, 7, p - 1)) + (0,)):
+        for sizes in ((5,) * p, (23,) * p, tuple(int(n) for n in rng.integers(0, 40, p - 1)) + (0,)):
             total = sum(sizes)
             scatter = Options(1 << 18, np.dtype("f8").str, "reduce_scatter", sizes)
-            schedules = [build_schedule("hybrid", Layout(r, p, nodes), total, scatter)
-                         for r in range(p)]
+            scattering = [build_schedule("hybrid", Layout(r, p, nodes), total, scatter)
+                          for r in range(p)]
             inputs = [rng.integers(-5, 6, total).astype("f8") for _ in range(p)]
-            outs = simulate(schedules, inputs, SUM, recv_sizes=list(sizes))
-            np.testing.assert_array_equal(np.concatenate(outs), np.sum(inputs, axis=0),
-                                          err_msg=f"reduce_scatter {nodes} {sizes}")
+            for run_ in (scattering, twice(scattering)):
+                outs = simulate(run_, inputs, SUM, recv_sizes=list(sizes))
+                np.testing.assert_array_equal(np.concatenate(outs), np.sum(inputs, axis=0),
+                                              err_msg=f"reduce_scatter {nodes} {sizes}")
             gather = Options(1 << 18, np.dtype("f8").str, "allgather", sizes)
             schedules = [build_schedule("hybrid", Layout(r, p, nodes), sizes[r], gather)
                          for r in range(p)]
             inputs = [rng.integers(-5, 6, n).astype("f8") for n in sizes]
-            outs = simulate(schedules, inputs, SUM, recv_sizes=[total] * p)
-            for out in outs:
-                np.testing.assert_array_equal(out, np.concatenate(inputs),
-                                              err_msg=f"allgather {nodes} {sizes}")
+            for run_ in (schedules, twice(schedules)):
+                for out in simulate(run_, inputs, SUM, recv_sizes=[total] * p):
+                    np.testing.assert_array_equal(out, np.concatenate(inputs),
+                                                  err_msg=f"allgather {nodes} {sizes}")
             if len(nodes) > 1 and len({len(n) for n in nodes}) == 1 and len(nodes[0]) > 1:
-                assert "node" in schedules[0].phases  # (its own plan, not ring's)
+                node_of = {r: k for k, n in enumerate(nodes) for r in n}
+                for plans in (scattering, schedules):
+                    assert "node" in plans[0].phases  # (its own plan, not ring's)
+                    assert all(node_of[t.peer] != node_of[r] for r, s in enumerate(plans)
+                               for rnd in s.rounds for t in rnd.transfers)  # none in a node
 
 
 @pytest.mark.parametrize("collective", ["allgather", "reduce_scatter"])

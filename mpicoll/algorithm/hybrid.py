@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule import Builder, BufferName, Copy, Local, Recv, Reduce, Region, Send, Transfer, split
+from ..schedule import Builder, BufferName, Copy, Local, Region, Transfer, split
 from . import binomial, node_leaders, ring, shm
 from .base import Algorithm, Frames, Layout, Options, block_bounds
 
@@ -68,8 +68,9 @@ def blocks(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
            frames: Frames | None) -> None:
     """allgather and reduce_scatter over equal nodes of L ranks: the rings of same-local-rank
     peers carry only their own ranks' blocks between nodes, and the node's ranks exchange the
-    rest inside it. Each link then carries L(N-1) blocks each way, where a flat ring of N·L
-    ranks (numbered node by node) sends N·L-1 through it. A codec, unequal nodes, one node or
+    rest inside it, in its shared window (:func:`.shm.spread`, :func:`.shm.reduce_spans`).
+    Each link then carries L(N-1) blocks each way, where a flat ring of N·L ranks (numbered
+    node by node) sends N·L-1 through it. A codec, unequal nodes, one node or
     one rank per node: ring's plan across all ranks."""
     node, me = shm.node_of(layout)
     if frames is not None or len({len(n) for n in layout.nodes}) > 1 or len(node) == 1 \
@@ -79,43 +80,25 @@ def blocks(b: Builder, layout: Layout, count: int, options: Options, src: Buffer
     bounds = block_bounds(options, count, layout.size)
     peers = [n[me] for n in layout.nodes]
     position = layout.nodes.index(node)
+    itemsize = np.dtype(options.dtype).itemsize
+    rings = [[bounds[n[m]] for n in layout.nodes] for m in range(len(node))]  # their blocks
     if options.collective == "allgather":
         with b.phase("inter-node"):
             b.round(local=[Copy(Region("recv", *bounds[layout.rank]), Region(src, 0, count))])
-            mine = [bounds[r] for r in peers]
-            for transfers, local in ring.allgather_steps(peers, position, mine):
+            for transfers, local in ring.allgather_steps(peers, position, rings[me]):
                 b.round(transfers, local)
         with b.phase("node"):  # every node's block of my ring out, theirs in
-            b.round([t for m, other in enumerate(node) if m != me for n in layout.nodes
-                     for t in (Send(other, Region("recv", *bounds[n[me]])),
-                               Recv(other, Region("recv", *bounds[n[m]])))])
+            shm.spread(b, node, me, rings, itemsize)
         return
-    # reduce_scatter: tmp holds the ring's scratch, then what the node's ranks send me, then my
-    # ring's blocks summed over the node, at their own offsets
-    width = max(hi - lo for lo, hi in bounds)
-    inbox = 3 * width
-    sums = inbox + (len(node) - 1) * len(layout.nodes) * width
+    # reduce_scatter: tmp holds the ring's scratch, then my ring's blocks summed over the node,
+    # at their own offsets
+    sums = 3 * max(hi - lo for lo, hi in bounds)
     b.tmp(sums + count)
-    others = [(m, other) for m, other in enumerate(node) if m != me]
-
-    def received(j: int, k: int, n: tuple[int, ...]) -> Region:
-        lo, hi = bounds[n[me]]
-        start = inbox + (j * len(layout.nodes) + k) * width
-        return Region("tmp", start, start + hi - lo)
-
     with b.phase("node"):
-        b.round([t for j, (m, other) in enumerate(others) for k, n in enumerate(layout.nodes)
-                 for t in (Send(other, Region(src, *bounds[n[m]])),
-                           Recv(other, received(j, k, n)))])
-        summed: list[Local] = []
-        for k, n in enumerate(layout.nodes):
-            lo, hi = bounds[n[me]]
-            total, first = Region("tmp", sums + lo, sums + hi), Region(src, lo, hi)
-            for j in range(len(others)):
-                summed.append(Reduce(total, first if j == 0 else total, received(j, k, n)))
-        b.round(local=summed)
+        shm.reduce_spans(b, node, me, rings, src,
+                         lambda lo, hi: Region("tmp", sums + lo, sums + hi), itemsize)
     with b.phase("inter-node"):
-        chunks = [(sums + lo, sums + hi) for lo, hi in (bounds[r] for r in peers)]
+        chunks = [(sums + lo, sums + hi) for lo, hi in rings[me]]
         for transfers, steps in ring.reduce_scatter_block_steps(peers, position, chunks, "tmp"):
             b.round(transfers, steps)
 

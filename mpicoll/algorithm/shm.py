@@ -43,19 +43,17 @@ class Pieces:
     lays its window out alike."""
 
     def __init__(self, count: int, size: int, me: int, itemsize: int,
-                 chunk_bytes: int | None = None,
-                 slices: list[tuple[int, int]] | None = None):
+                 chunk_bytes: int | None = None):
         chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         assert chunk_bytes <= CHUNK_BYTES
         self.size, self.me = size, me
         chunk = chunk_bytes // itemsize  # elements of one chunk's input
-        slices = split(0, count, size) if slices is None else slices
+        slices = split(0, count, size)
         # Each chunk takes at most ceil(slice / chunks) of each of the L slices: enough chunks
         # that L such pieces of the largest slice fit one input area.
         largest = max(hi - lo for lo, hi in slices)
         chunks = max(1, -(-largest // max(chunk // size, 1)))
         pieces = [split(lo, hi, chunks) for lo, hi in slices]
-        self.slices = slices
         self.chunks = [[p[j] for p in pieces] for j in range(chunks)]
         self.segment, self._inputs, self._results = segment(size, itemsize)
         assert max(hi - lo for c in self.chunks for lo, hi in c) <= \
@@ -143,24 +141,15 @@ def pipelined(b: Builder, node: tuple[int, ...], window: int, chunks: int,
 
 
 def reduce_scatter(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces,
-                   src: BufferName, whole: bool = True) -> None:
-    """Leave this rank's slice reduced over the node in ``recv``: at its place in the vector
-    (``whole``: hybrid's first stage) or at its start (the collective ``reduce_scatter``, which
-    ends with a barrier: its last round reads inputs that the next call's first one writes).
-
-    Reduced in the window, then copied: reductions stay in host memory for device arrays."""
-    shift = 0 if whole else pieces.slices[me][0]
-
-    def out(j: int) -> Region:
-        lo, hi = pieces.chunks[j][me]
-        return Region("recv", lo - shift, hi - shift)
-
+                   src: BufferName) -> None:
+    """Leave this rank's slice reduced over the node in ``recv``, at its place in the vector
+    (hybrid's first stage). Reduced in the window, then copied: reductions stay in host memory
+    for device arrays."""
     with b.phase("reduce-scatter"):
         pipelined(b, node, pieces.window, len(pieces.chunks), [
             lambda j: pieces.copy_in(j, src),
-            lambda j: pieces.reduce(j, pieces.result(j)) + [Copy(out(j), pieces.result(j))]])
-        if not whole:
-            b.round(sync=True)
+            lambda j: (pieces.reduce(j, pieces.result(j))
+                       + [Copy(Region("recv", *pieces.chunks[j][me]), pieces.result(j))])])
 
 
 def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> None:
@@ -171,34 +160,94 @@ def allgather(b: Builder, node: tuple[int, ...], me: int, pieces: Pieces) -> Non
             pieces.copy_out])
 
 
-def allgather_blocks(b: Builder, node: tuple[int, ...], me: int,
-                     blocks: list[tuple[int, int]], src: BufferName, itemsize: int) -> None:
-    """The collective allgather: each rank copies its block (``blocks[me]`` of ``recv``, from
-    ``src``), a chunk at a time, into its input area and into ``recv``; the others copy it
-    out. Each rank's input areas hold its own chunks only, so a chunk holds up to an area of
-    each block. A last barrier, as bcast's: the last round reads input areas."""
-    elements, inputs, _ = segment(len(node), itemsize)
-    area = inputs[1] - inputs[0]
-    chunks = max([1] + [-(-(hi - lo) // area) for lo, hi in blocks])
-    pieces = [split(lo, hi, chunks) for lo, hi in blocks]
+class Spans:
+    """Spans of a vector cut into ``chunks`` pieces each: chunk j is piece j of every span, one
+    after another, as an area of the window holds them."""
 
-    def published(j: int, m: int) -> Region:
-        lo, hi = pieces[m][j]
-        start = m * elements + inputs[j % 2]
-        return Region("node", start, start + hi - lo)
+    def __init__(self, spans: list[tuple[int, int]], chunks: int):
+        self.cut = [split(lo, hi, chunks) for lo, hi in spans]
+
+    @staticmethod
+    def chunks(spans: list[tuple[int, int]], room: int) -> int:
+        """Chunks enough that each holds at most ``room`` elements (pieces differ by one)."""
+        total = sum(hi - lo for lo, hi in spans)
+        return max(1, -(-total // max(room - len(spans), 1)))
+
+    def chunk(self, j: int, base: int = 0) -> list[tuple[Region, tuple[int, int]]]:
+        """Where chunk ``j``'s pieces lie in an area that starts at ``base``, beside where each
+        lies in the vector."""
+        at, where = base, []
+        for cut in self.cut:
+            lo, hi = cut[j]
+            where.append((Region("node", at, at + hi - lo), (lo, hi)))
+            at += hi - lo
+        return where
+
+
+def spread(b: Builder, node: tuple[int, ...], me: int, spans: list[list[tuple[int, int]]],
+           itemsize: int, src: BufferName = "recv", shift: int = 0) -> None:
+    """Give every rank of the node the others' ``spans`` of ``recv`` (``spans[m]``: what its
+    rank m holds): each copies its own, a chunk at a time, into its input area, and after the
+    barrier the others copy them out to the same place. Own spans are read from ``src`` (at
+    ``shift`` elements before their place); from elsewhere than ``recv`` they go to ``recv``
+    too, from the window, where they are still in cache. A last barrier, as bcast's: the last
+    round reads input areas."""
+    elements, inputs, _ = segment(len(node), itemsize)
+    chunks = max(Spans.chunks(own, inputs[1]) for own in spans)
+    cuts = [Spans(own, chunks) for own in spans]
+
+    def area(j: int, m: int) -> list[tuple[Region, tuple[int, int]]]:
+        return cuts[m].chunk(j, m * elements + inputs[j % 2])
 
     def publish(j: int) -> list[Local]:
-        lo, hi = pieces[me][j]
-        mine = Region(src, lo - blocks[me][0], hi - blocks[me][0])
-        return [Copy(published(j, me), mine), Copy(Region("recv", lo, hi), published(j, me))]
+        steps: list[Local] = []
+        for where, (lo, hi) in area(j, me):
+            steps.append(Copy(where, Region(src, lo - shift, hi - shift)))
+            if src != "recv":
+                steps.append(Copy(Region("recv", lo, hi), where))
+        return steps
 
     def take(j: int) -> list[Local]:
-        return [Copy(Region("recv", *pieces[m][j]), published(j, m))
-                for m in range(len(node)) if m != me]
+        return [Copy(Region("recv", *span), where)
+                for m in range(len(node)) if m != me for where, span in area(j, m)]
 
-    with b.phase("allgather"):
-        pipelined(b, node, len(node) * elements, chunks, [publish, take])
-        b.round(sync=True)
+    pipelined(b, node, len(node) * elements, chunks, [publish, take])
+    b.round(sync=True)
+
+
+def reduce_spans(b: Builder, node: tuple[int, ...], me: int, spans: list[list[tuple[int, int]]],
+                 src: BufferName, into: Callable[[int, int], Region], itemsize: int) -> None:
+    """Reduce ``src`` over the node, rank m keeping ``spans[m]`` (into ``into(lo, hi)``): each
+    rank copies every span of its input in, a chunk at a time, and after the barrier reduces
+    its own spans' pieces across the node's input areas, in its result area (host memory,
+    whatever the arrays), then copies them out. A last barrier: the last round reads input
+    areas."""
+    elements, inputs, results = segment(len(node), itemsize)
+    every = [span for own in spans for span in own]
+    chunks = max([Spans.chunks(every, inputs[1])]
+                 + [Spans.chunks(own, results[1] - results[0]) for own in spans])
+    cut = Spans(every, chunks)
+    first = sum(len(own) for own in spans[:me])  # where this rank's spans start in ``every``
+
+    def copy_in(j: int) -> list[Local]:
+        return [Copy(where, Region(src, *span))
+                for where, span in cut.chunk(j, me * elements + inputs[j % 2])]
+
+    def reduce(j: int) -> list[Local]:
+        areas = [cut.chunk(j, r * elements + inputs[j % 2]) for r in range(len(node))]
+        steps: list[Local] = []
+        at = me * elements + results[j % 2]
+        for k in range(first, first + len(spans[me])):
+            parts = [area[k][0] for area in areas]
+            lo, hi = areas[0][k][1]
+            dst = Region("node", at, at + hi - lo)
+            at += hi - lo
+            steps += [Reduce(dst, parts[0], parts[1])] + [Reduce(dst, dst, x) for x in parts[2:]]
+            steps.append(Copy(into(lo, hi), dst))
+        return steps
+
+    pipelined(b, node, len(node) * elements, chunks, [copy_in, reduce])
+    b.round(sync=True)
 
 
 def bcast(b: Builder, node: tuple[int, ...], me: int, root: int, pieces: Pieces) -> None:
@@ -237,13 +286,16 @@ def plan(b: Builder, layout: Layout, count: int, options: Options, src: BufferNa
     itemsize = np.dtype(options.dtype).itemsize
     kind = options.collective
     if kind == "allgather":
-        allgather_blocks(b, node, me, [block_bounds(options, count, len(node))[r] for r in node],
-                         src, itemsize)
+        blocks = block_bounds(options, count, len(node))
+        with b.phase("allgather"):
+            spread(b, node, me, [[blocks[r]] for r in node], itemsize, src, blocks[node[me]][0])
         return
     if kind == "reduce_scatter":
-        reduce_scatter(b, node, me, Pieces(count, len(node), me, itemsize,
-                                           slices=block_bounds(options, count, len(node))),
-                       src, whole=False)
+        blocks = block_bounds(options, count, len(node))
+        shift = blocks[node[me]][0]
+        with b.phase("reduce-scatter"):
+            reduce_spans(b, node, me, [[blocks[r]] for r in node], src,
+                         lambda lo, hi: Region("recv", lo - shift, hi - shift), itemsize)
         return
     pieces = Pieces(count, len(node), me, itemsize)
     if kind == "bcast":
