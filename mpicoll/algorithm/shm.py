@@ -16,6 +16,9 @@ first barrier, and what the previous call's last round still reads is a result a
 
 Every element is reduced once, in rank order, then copied: every rank gets the same bits, and
 the op need not be commutative.
+
+The other collectives use the same window and layout: allgather (:func:`spread`),
+reduce_scatter (:func:`reduce_spans`), bcast and reduce; hybrid's node stages are these too.
 """
 
 from __future__ import annotations
