@@ -235,6 +235,27 @@ def test_shared_memory_pipelines_without_races_two_calls_in_a_row(monkeypatch, n
         assert window <= (2 + 4 / k) * shm.CHUNK_BYTES + 6 * 64
 
 
+def test_spans_fill_window_areas_without_overflow():
+    """shm.Spans: every chunk of the spans holds at most an area's elements, with the fewest
+    chunks that do; more non-empty spans than an area holds is a clear error."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        starts = np.cumsum(rng.integers(0, 50, int(rng.integers(1, 9))))
+        spans = [(int(lo), int(lo + n)) for lo, n in zip(starts, rng.integers(0, 80, starts.size))]
+        room = int(rng.integers(sum(hi > lo for lo, hi in spans) or 1, 100))
+        chunks = shm.Spans.chunks(spans, room)
+        def fullest(k):
+            cut = shm.Spans(spans, k)
+            return max(sum(r.stop - r.start for r, _ in cut.chunk(j)) for j in range(k))
+        assert fullest(chunks) <= room
+        assert chunks == 1 or fullest(chunks - 1) > room
+        cut = shm.Spans(spans, chunks)
+        assert sorted(x for j in range(chunks) for _, (lo, hi) in cut.chunk(j)
+                      for x in range(lo, hi)) == sorted(x for lo, hi in spans for x in range(lo, hi))
+    with pytest.raises(ValueError, match="3 spans do not fit a window area of 2 elements"):
+        shm.Spans.chunks([(0, 1), (1, 2), (5, 9)], 2)
+
+
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 6])
 def test_shared_memory_other_collectives_twice_in_a_row(monkeypatch, p):
     """shm's allgather and reduce_scatter (equal and uneven blocks, an empty one among them),

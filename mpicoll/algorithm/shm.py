@@ -172,9 +172,15 @@ class Spans:
 
     @staticmethod
     def chunks(spans: list[tuple[int, int]], room: int) -> int:
-        """Chunks enough that each holds at most ``room`` elements (pieces differ by one)."""
-        total = sum(hi - lo for lo, hi in spans)
-        return max(1, -(-total // max(room - len(spans), 1)))
+        """The fewest chunks of which each holds at most ``room`` elements (a span's pieces
+        differ by one element at most)."""
+        sizes = [hi - lo for lo, hi in spans if hi > lo]
+        if len(sizes) > room:
+            raise ValueError(f"{len(sizes)} spans do not fit a window area of {room} elements")
+        chunks = max(1, -(-sum(sizes) // room))
+        while sum(-(-n // chunks) for n in sizes) > room:
+            chunks += 1
+        return chunks
 
     def chunk(self, j: int, base: int = 0) -> list[tuple[Region, tuple[int, int]]]:
         """Where chunk ``j``'s pieces lie in an area that starts at ``base``, beside where each
@@ -196,7 +202,7 @@ def spread(b: Builder, node: tuple[int, ...], me: int, spans: list[list[tuple[in
     too, from the window, where they are still in cache. A last barrier, as bcast's: the last
     round reads input areas."""
     elements, inputs, _ = segment(len(node), itemsize)
-    chunks = max(Spans.chunks(own, inputs[1]) for own in spans)
+    chunks = max(Spans.chunks(own, inputs[1] - inputs[0]) for own in spans)
     cuts = [Spans(own, chunks) for own in spans]
 
     def area(j: int, m: int) -> list[tuple[Region, tuple[int, int]]]:
@@ -227,7 +233,7 @@ def reduce_spans(b: Builder, node: tuple[int, ...], me: int, spans: list[list[tu
     areas."""
     elements, inputs, results = segment(len(node), itemsize)
     every = [span for own in spans for span in own]
-    chunks = max([Spans.chunks(every, inputs[1])]
+    chunks = max([Spans.chunks(every, inputs[1] - inputs[0])]
                  + [Spans.chunks(own, results[1] - results[0]) for own in spans])
     cut = Spans(every, chunks)
     first = sum(len(own) for own in spans[:me])  # where this rank's spans start in ``every``
