@@ -25,7 +25,8 @@ kind and the collective's sequence number) into its slot of a small window of it
 the barrier, and compares every rank's slot after it, before it reads anything of theirs. One
 slot per rank is enough because every collective in the window passes at least two barriers
 (shm's allreduce and reduce pipeline three stages, its two-stage collectives end with a barrier,
-hybrid has two node stages; ``Builder.build`` asserts it): no rank
+hybrid's allreduce has two node stages and its other collectives use shm's; ``Builder.build``
+asserts it): no rank
 stamps the next collective before every rank has entered this one's second barrier, after
 reading the stamps.
 """
