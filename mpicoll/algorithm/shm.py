@@ -70,12 +70,8 @@ class Pieces:
     def inputs(self, j: int, rank: int | None = None) -> list[tuple[Region, tuple[int, int]]]:
         """Where chunk ``j``'s pieces lie in the input area of ``rank`` (this one by default),
         beside where each lies in the whole vector."""
-        base = (self.me if rank is None else rank) * self.segment + self._inputs[j % 2]
-        at, where = 0, []
-        for lo, hi in self.chunks[j]:
-            where.append((Region("node", base + at, base + at + hi - lo), (lo, hi)))
-            at += hi - lo
-        return where
+        return _laid_out(self.chunks[j],
+                         (self.me if rank is None else rank) * self.segment + self._inputs[j % 2])
 
     def copy_in(self, j: int, src: BufferName, rank: int | None = None) -> list[Local]:
         """Chunk ``j`` of this rank's input into the input area of ``rank`` (its own)."""
@@ -88,9 +84,7 @@ class Pieces:
         inputs = [Region("node", r * self.segment + self._inputs[j % 2] + at,
                          r * self.segment + self._inputs[j % 2] + at + hi - lo)
                   for r in range(self.size)]
-        steps: list[Local] = [Reduce(dst, inputs[0], inputs[1])]
-        steps += [Reduce(dst, dst, right) for right in inputs[2:]]
-        return steps
+        return _reduced(dst, inputs)
 
     def result(self, j: int, rank: int | None = None, published: bool = False) -> Region:
         """Result area of ``rank`` (this one by default) for chunk ``j``'s piece; ``published``:
@@ -114,6 +108,22 @@ def segment(size: int, itemsize: int) -> tuple[int, tuple[int, int], tuple[int, 
     result = _up(-(-CHUNK_BYTES // size) + itemsize * 2)
     return ((2 * area + 4 * result) // itemsize, (0, area // itemsize),
             tuple((2 * area + i * result) // itemsize for i in range(4)))
+
+
+def _laid_out(pieces: list[tuple[int, int]], base: int) -> list[tuple[Region, tuple[int, int]]]:
+    """``pieces`` of a vector one after another in an area of the window that starts at
+    ``base``: where each lies there, beside where it lies in the vector."""
+    at, where = base, []
+    for lo, hi in pieces:
+        where.append((Region("node", at, at + hi - lo), (lo, hi)))
+        at += hi - lo
+    return where
+
+
+def _reduced(dst: Region, parts: list[Region]) -> list[Local]:
+    """``dst`` = the parts (two at least) reduced in order."""
+    steps: list[Local] = [Reduce(dst, parts[0], parts[1])]
+    return steps + [Reduce(dst, dst, part) for part in parts[2:]]
 
 
 def _up(nbytes: int) -> int:
@@ -185,12 +195,7 @@ class Spans:
     def chunk(self, j: int, base: int = 0) -> list[tuple[Region, tuple[int, int]]]:
         """Where chunk ``j``'s pieces lie in an area that starts at ``base``, beside where each
         lies in the vector."""
-        at, where = base, []
-        for cut in self.cut:
-            lo, hi = cut[j]
-            where.append((Region("node", at, at + hi - lo), (lo, hi)))
-            at += hi - lo
-        return where
+        return _laid_out([cut[j] for cut in self.cut], base)
 
 
 def spread(b: Builder, node: tuple[int, ...], me: int, spans: list[list[tuple[int, int]]],
@@ -251,8 +256,7 @@ def reduce_spans(b: Builder, node: tuple[int, ...], me: int, spans: list[list[tu
             lo, hi = areas[0][k][1]
             dst = Region("node", at, at + hi - lo)
             at += hi - lo
-            steps += [Reduce(dst, parts[0], parts[1])] + [Reduce(dst, dst, x) for x in parts[2:]]
-            steps.append(Copy(into(lo, hi), dst))
+            steps += _reduced(dst, parts) + [Copy(into(lo, hi), dst)]
         return steps
 
     pipelined(b, node, len(node) * elements, chunks, [copy_in, reduce])
